@@ -1,0 +1,67 @@
+// Internal interfaces of the modelgate program.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "modelgate/scanner.h"
+
+namespace modelgate::cli {
+
+// Verdict of one file.
+enum class Verdict { kPass, kReject, kError };
+const char* VerdictName(Verdict v);
+
+// FileReport is one file's line in a report.
+struct FileReport {
+  scanner::FileScan scan;
+  Verdict verdict = Verdict::kPass;
+};
+
+struct Summary {
+  size_t files = 0, passed = 0, rejected = 0, errors = 0;
+};
+
+struct Report {
+  std::vector<FileReport> files;
+  Summary summary;
+};
+
+// Judge applies the default policy: reject at or above `fail_on`; a file the
+// gate could not read is an error.
+Verdict Judge(const scanner::FileScan& scan, core::Severity fail_on);
+Summary Summarize(const std::vector<FileReport>& files);
+
+// Target is one file to scan, found on the command line or by a walk.
+struct Target {
+  std::string path;
+  bool follow_symlink = true;  // named on the command line
+  // Set when the walk itself judged the entry (a symlink leading out of
+  // the tree, a special file): the finding to report instead of scanning.
+  std::vector<scanner::Finding> walk_findings;
+  bool walk_error = false;
+};
+
+// ExpandPaths turns command-line paths into files: directories are walked
+// recursively in sorted order, never following a symlink out of the tree.
+std::vector<Target> ExpandPaths(const std::vector<std::string>& paths);
+
+std::string RenderText(const Report& report, bool color);
+std::string RenderJson(const Report& report);
+
+// DisplayPath returns `path` as is when it is printable UTF-8, else quoted
+// with escapes, so a hostile file name cannot forge report lines.
+std::string DisplayPath(const std::string& path);
+
+// WriteOutput writes `text` to `out_path` atomically, or to stdout when
+// empty. Returns false (after a message on stderr) on failure.
+bool WriteOutput(const std::string& out_path, const std::string& text);
+
+int RunScan(const std::vector<std::string>& args);
+int RunInspect(const std::vector<std::string>& args);
+
+// Usage prints `message` and the usage text to stderr; returns exit code 2.
+int Usage(const std::string& message);
+
+}  // namespace modelgate::cli

@@ -1,0 +1,43 @@
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli.h"
+#include "exit_code.h"
+#include "options.h"
+
+namespace modelgate::cli {
+
+int RunScan(const std::vector<std::string>& args) {
+  CommonOptions opts;
+  std::string error;
+  if (!ParseCommon(args, &opts, &error)) return Usage(error);
+  if (opts.paths.empty()) return Usage("scan needs at least one PATH");
+
+  scanner::ScanOptions scan_options;
+  Report report;
+  for (auto& target : ExpandPaths(opts.paths)) {
+    FileReport fr;
+    if (!target.walk_findings.empty() || target.walk_error) {
+      fr.scan.path = target.path;
+      fr.scan.io_error = target.walk_error;
+      fr.scan.findings = std::move(target.walk_findings);
+    } else {
+      fr.scan = scanner::ScanFile(target.path, target.follow_symlink, scan_options);
+    }
+    fr.verdict = Judge(fr.scan, opts.fail_on);
+    report.files.push_back(std::move(fr));
+  }
+  report.summary = Summarize(report.files);
+
+  const bool tty = opts.out_path.empty() && ::isatty(STDOUT_FILENO) == 1;
+  const bool color = tty && std::getenv("NO_COLOR") == nullptr;
+  const std::string text = opts.format == "json" ? RenderJson(report) : RenderText(report, color);
+  if (!WriteOutput(opts.out_path, text)) return kExitCannotJudge;
+  if (report.summary.errors > 0) return kExitCannotJudge;
+  if (report.summary.rejected > 0) return kExitRejected;
+  return kExitPass;
+}
+
+}  // namespace modelgate::cli

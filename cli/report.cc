@@ -1,0 +1,144 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+
+namespace modelgate::cli {
+
+const char* VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "pass";
+    case Verdict::kReject: return "reject";
+    case Verdict::kError: return "error";
+  }
+  return "error";
+}
+
+Verdict Judge(const scanner::FileScan& scan, core::Severity fail_on) {
+  if (scan.io_error) return Verdict::kError;
+  for (const auto& f : scan.findings) {
+    if (f.severity <= fail_on) return Verdict::kReject;  // lower enum = more severe
+  }
+  return Verdict::kPass;
+}
+
+Summary Summarize(const std::vector<FileReport>& files) {
+  Summary s;
+  s.files = files.size();
+  for (const auto& f : files) {
+    if (f.verdict == Verdict::kPass) ++s.passed;
+    if (f.verdict == Verdict::kReject) ++s.rejected;
+    if (f.verdict == Verdict::kError) ++s.errors;
+  }
+  return s;
+}
+
+std::string DisplayPath(const std::string& path) {
+  std::string q = core::Quoted(path, SIZE_MAX);
+  // Unchanged by quoting (no escapes were needed) and no spaces: print bare.
+  if (q.size() == path.size() + 2 && path.find(' ') == std::string::npos) return path;
+  return q;
+}
+
+namespace {
+
+const char* Paint(bool color, core::Severity s) {
+  if (!color) return "";
+  switch (s) {
+    case core::Severity::kCritical: return "\033[1;31m";
+    case core::Severity::kHigh: return "\033[31m";
+    case core::Severity::kMedium: return "\033[33m";
+    default: return "\033[2m";
+  }
+}
+
+}  // namespace
+
+std::string RenderText(const Report& report, bool color) {
+  std::string out;
+  const char* reset = color ? "\033[0m" : "";
+  for (const auto& f : report.files) {
+    const auto& s = f.scan;
+    const std::string path = DisplayPath(s.path);
+    const char* label = f.verdict == Verdict::kPass ? "PASS  " : f.verdict == Verdict::kReject ? "REJECT" : "ERROR ";
+    const char* on = !color ? "" : f.verdict == Verdict::kPass ? "\033[32m" : "\033[1;31m";
+    out += std::string(on) + label + reset + "  " + path + "  (" +
+           std::string(scanner::FormatName(s.format)) + ", " + std::to_string(s.size) + " bytes";
+    if (s.safetensors) out += ", " + std::to_string(s.safetensors->tensors.size()) + " tensors";
+    out += ")\n";
+    for (const auto& fd : s.findings) {
+      out += "  " + path;
+      if (!fd.member.empty()) out += "!" + core::Quoted(fd.member);
+      if (fd.offset != core::kNoOffset) out += ":" + std::to_string(fd.offset);
+      out += ": " + std::string(Paint(color, fd.severity)) + fd.id + " (" +
+             std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " + fd.message + "\n";
+    }
+  }
+  const auto& sm = report.summary;
+  out += std::to_string(sm.files) + " files: " + std::to_string(sm.passed) + " passed, " +
+         std::to_string(sm.rejected) + " rejected, " + std::to_string(sm.errors) + " errors\n";
+  return out;
+}
+
+std::string RenderJson(const Report& report) {
+  using nlohmann::ordered_json;
+  ordered_json doc;
+  doc["schema"] = "modelgate.report/v1";
+  doc["tool"] = {{"name", "modelgate"}, {"version", std::string(core::kVersion)}};
+  ordered_json files = ordered_json::array();
+  for (const auto& f : report.files) {
+    const auto& s = f.scan;
+    ordered_json j;
+    j["path"] = s.path;
+    j["format"] = std::string(scanner::FormatName(s.format));
+    j["size"] = s.size;
+    j["verdict"] = VerdictName(f.verdict);
+    ordered_json findings = ordered_json::array();
+    for (const auto& fd : s.findings) {
+      ordered_json x;
+      x["id"] = fd.id;
+      x["severity"] = std::string(core::SeverityName(fd.severity));
+      x["message"] = fd.message;
+      if (fd.offset != core::kNoOffset) x["offset"] = fd.offset;
+      if (!fd.member.empty()) x["member"] = fd.member;
+      findings.push_back(std::move(x));
+    }
+    j["findings"] = std::move(findings);
+    j["signature"] = {{"status", "not-checked"}};
+    if (s.safetensors) j["tensors"] = s.safetensors->tensors.size();
+    files.push_back(std::move(j));
+  }
+  doc["files"] = std::move(files);
+  doc["summary"] = {{"files", report.summary.files},
+                    {"passed", report.summary.passed},
+                    {"rejected", report.summary.rejected},
+                    {"errors", report.summary.errors}};
+  // Invalid UTF-8 in a path or name becomes U+FFFD rather than an exception.
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+bool WriteOutput(const std::string& out_path, const std::string& text) {
+  if (out_path.empty()) {
+    std::cout << text << std::flush;
+    if (!std::cout) {
+      std::cerr << "modelgate: cannot write the report to stdout\n";
+      return false;
+    }
+    return true;
+  }
+  auto s = core::WriteFileAtomic(
+      out_path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}, 0644);
+  if (!s.ok()) {
+    std::cerr << "modelgate: " << s.error().message << "\n";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace modelgate::cli

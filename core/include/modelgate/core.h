@@ -1,0 +1,263 @@
+// modelgate core: the bounds-checked reader, error codes, limits and the
+// strict safetensors parser. Every module reads untrusted bytes through
+// ByteReader; every module reports problems as an Error (code + offset +
+// message). No third-party types appear here.
+#pragma once
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace modelgate::core {
+
+inline constexpr std::string_view kVersion = "0.1.0";
+
+// Code is a stable error code. Append-only: never renumber or reuse a value;
+// each maps to one finding id (FindingId) and one default severity.
+enum class Code : uint16_t {
+  kOk = 0,
+  // I/O (the gate could not read the file: not a verdict on its content).
+  kIoOpen = 10,         // MG-IO-OPEN
+  kIoRead = 11,         // MG-IO-READ
+  kIoNotRegular = 12,   // MG-IO-NOT-REGULAR
+  kIoChanged = 13,      // MG-IO-CHANGED
+  // Safetensors framing.
+  kStTruncated = 100,        // MG-ST-TRUNCATED
+  kStHeaderTooLarge = 101,   // MG-ST-HEADER-TOO-LARGE
+  kStOverlap = 102,          // MG-ST-OVERLAP
+  kStShapeOverflow = 103,    // MG-ST-SHAPE-OVERFLOW
+  kStHeaderLength = 104,     // MG-ST-HEADER-LENGTH
+  kStHeaderEmpty = 105,      // MG-ST-HEADER-EMPTY
+  kStHeaderUtf8 = 106,       // MG-ST-HEADER-UTF8
+  kStHeaderStart = 107,      // MG-ST-HEADER-START
+  kStJsonSyntax = 108,       // MG-ST-JSON-SYNTAX
+  kStJsonDepth = 109,        // MG-ST-JSON-DEPTH
+  kStDuplicateTensor = 110,  // MG-ST-DUPLICATE-TENSOR
+  kStDuplicateKey = 111,     // MG-ST-DUPLICATE-KEY
+  kStBadName = 112,          // MG-ST-BAD-NAME
+  kStNameTooLong = 113,      // MG-ST-NAME-TOO-LONG
+  kStTooManyTensors = 114,   // MG-ST-TOO-MANY-TENSORS
+  kStMetadataType = 115,     // MG-ST-METADATA-TYPE
+  kStEntryType = 116,        // MG-ST-ENTRY-TYPE
+  kStEntryUnknownField = 117,  // MG-ST-ENTRY-UNKNOWN-FIELD
+  kStEntryMissingField = 118,  // MG-ST-ENTRY-MISSING-FIELD
+  kStFieldType = 119,        // MG-ST-FIELD-TYPE
+  kStUnknownDtype = 120,     // MG-ST-UNKNOWN-DTYPE
+  kStRankTooLarge = 121,     // MG-ST-RANK-TOO-LARGE
+  kStPartialByte = 122,      // MG-ST-PARTIAL-BYTE
+  kStSizeMismatch = 123,     // MG-ST-SIZE-MISMATCH
+  kStOffsetsReversed = 124,  // MG-ST-OFFSETS-REVERSED
+  kStGap = 125,              // MG-ST-GAP
+  kStAlias = 126,            // MG-ST-ALIAS
+  kStOutOfBounds = 127,      // MG-ST-OUT-OF-BOUNDS
+  kStTrailingBytes = 128,    // MG-ST-TRAILING-BYTES
+  kStTooManyKeys = 129,      // MG-ST-TOO-MANY-KEYS
+};
+
+// Severity of a finding, most severe first.
+enum class Severity : uint8_t { kCritical = 0, kHigh, kMedium, kLow, kInfo };
+
+std::string_view SeverityName(Severity s);
+// ParseSeverity maps "critical".."info" to a Severity; false if unknown.
+bool ParseSeverity(std::string_view name, Severity* out);
+
+// FindingId is the stable `MG-<AREA>-<NAME>` id of `code` ("" for kOk).
+std::string_view FindingId(Code code);
+// DefaultSeverity is the severity a finding with `code` carries.
+Severity DefaultSeverity(Code code);
+// AllCodes lists every defined code except kOk (for tests and docs).
+std::span<const Code> AllCodes();
+
+inline constexpr uint64_t kNoOffset = UINT64_MAX;
+
+// Quoted renders untrusted text for a message: in double quotes, with
+// quotes, backslashes, control bytes and invalid UTF-8 escaped, and cut to
+// `max_bytes` (marked with "...") so a hostile name cannot flood a report.
+std::string Quoted(std::string_view text, size_t max_bytes = 200);
+
+// Error is a rule that failed: its code, the absolute byte offset in the
+// file where it failed (or kNoOffset), and a message naming the tensor and
+// values involved. The CLI prefixes the path.
+struct Error {
+  Code code = Code::kOk;
+  uint64_t offset = kNoOffset;
+  std::string message;
+};
+
+// Result holds a T or the Error that prevented it.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT
+  bool ok() const { return v_.index() == 0; }
+  const T& value() const& { assert(ok()); return *std::get_if<0>(&v_); }
+  T& value() & { assert(ok()); return *std::get_if<0>(&v_); }
+  T&& value() && { assert(ok()); return std::move(*std::get_if<0>(&v_)); }
+  const Error& error() const { assert(!ok()); return *std::get_if<1>(&v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+using Status = Result<std::monostate>;
+inline Status OkStatus() { return std::monostate{}; }
+
+// ByteReader reads untrusted bytes. It checks what remains before every
+// read, never forms pos + n, and does not move on failure. `base` is the
+// absolute file offset of the first byte, so errors carry file offsets.
+class ByteReader {
+ public:
+  explicit ByteReader(std::span<const uint8_t> bytes, uint64_t base = 0)
+      : bytes_(bytes), base_(base) {}
+
+  uint64_t offset() const { return base_ + pos_; }
+  size_t pos() const { return pos_; }
+  size_t size() const { return bytes_.size(); }
+  size_t remaining() const { return bytes_.size() - pos_; }
+  bool empty() const { return pos_ == bytes_.size(); }
+
+  Result<std::span<const uint8_t>> Take(uint64_t n);
+  Status Skip(uint64_t n);
+  // Seek moves to `pos` (relative to the start of the span).
+  Status Seek(uint64_t pos);
+  // Peek returns up to `n` bytes without moving.
+  std::span<const uint8_t> Peek(size_t n) const;
+  Result<uint8_t> U8();
+  Result<uint16_t> U16Le();
+  Result<uint32_t> U32Le();
+  Result<uint64_t> U64Le();
+  Result<uint16_t> U16Be();
+  Result<uint32_t> U32Be();
+  Result<uint64_t> U64Be();
+
+ private:
+  Result<uint64_t> UintLe(int width);
+  Result<uint64_t> UintBe(int width);
+
+  std::span<const uint8_t> bytes_;
+  uint64_t base_;
+  size_t pos_ = 0;
+};
+
+// Limits bound what a parser will accept and allocate. Each has a reason, a
+// default, a policy override (a policy may only tighten) and tests at N and
+// N+1.
+struct Limits {
+  // Same cap as the reference reader (safetensors MAX_HEADER_SIZE).
+  uint64_t max_header_bytes = 100'000'000;
+  // The reference has no cap; real shards hold thousands of tensors.
+  uint64_t max_tensors = 1'000'000;
+  // numpy's NPY_MAXDIMS.
+  uint64_t max_rank = 64;
+  // Longest tensor or metadata key name, in bytes after unescaping.
+  uint64_t max_name_bytes = 65'536;
+  // JSON nesting; a valid header needs 3 (object > entry > shape array).
+  uint64_t max_json_depth = 16;
+  // Entries in __metadata__ (bounded by the header size anyway; named so a
+  // policy can tighten it).
+  uint64_t max_metadata_entries = 1'000'000;
+};
+
+// Dtype is a safetensors element type.
+enum class Dtype : uint8_t {
+  kBool, kU8, kI8, kF8E5M2, kF8E4M3, kF8E8M0, kF8E4M3Fnuz, kF8E5M2Fnuz,
+  kF4, kF6E2M3, kF6E3M2, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kI64,
+  kU64, kF64, kC64,
+};
+// DtypeName is the header spelling ("F32"). DtypeBits is the element width.
+std::string_view DtypeName(Dtype d);
+uint32_t DtypeBits(Dtype d);
+// ParseDtype maps an exact header spelling to a Dtype; false if unknown.
+bool ParseDtype(std::string_view name, Dtype* out);
+std::span<const Dtype> AllDtypes();
+
+// TensorInfo is one validated tensor entry. Offsets are relative to the
+// start of the data section as written in the header; file_begin()/file_end()
+// are absolute file offsets.
+struct TensorInfo {
+  std::string name;
+  Dtype dtype = Dtype::kU8;
+  std::vector<uint64_t> shape;
+  uint64_t begin = 0;  // data_offsets[0]
+  uint64_t end = 0;    // data_offsets[1]
+  uint64_t entry_offset = 0;  // absolute offset of the entry's name in the header
+  uint64_t data_start = 0;    // absolute offset of the data section
+
+  uint64_t file_begin() const { return data_start + begin; }
+  uint64_t file_end() const { return data_start + end; }
+  uint64_t size_bytes() const { return end - begin; }
+  // ElementCount: product of the shape (validated not to overflow).
+  uint64_t ElementCount() const;
+};
+
+// Safetensors is a parsed, fully validated file: tensors in data-offset
+// order (ties broken by end, then name), metadata sorted bytewise by key.
+struct Safetensors {
+  uint64_t file_size = 0;
+  uint64_t header_bytes = 0;  // N, the header length field
+  uint64_t data_start = 0;    // 8 + N
+  bool has_metadata = false;  // an __metadata__ object was present
+  std::vector<TensorInfo> tensors;
+  std::vector<std::pair<std::string, std::string>> metadata;
+
+  uint64_t data_bytes() const { return file_size - data_start; }
+};
+
+// ParseSafetensors checks `file` (the whole file in memory) against every
+// core rule. On failure, names the first broken rule and its offset.
+// Allocates within `limits`, not within what the file claims.
+Result<Safetensors> ParseSafetensors(std::span<const uint8_t> file,
+                                     const Limits& limits);
+
+// ParseSafetensorsHeader checks a header given its bytes (the N bytes after
+// the length field) and the total file size. The length field itself must
+// already have been checked against the limit and the file size.
+Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header,
+                                           uint64_t file_size,
+                                           const Limits& limits);
+
+// ReadSafetensors parses the file open at `fd` without reading tensor data:
+// it preads the 8-byte length, checks it, then preads only the header bytes.
+// `file_size` is the size from fstat.
+Result<Safetensors> ReadSafetensors(int fd, uint64_t file_size,
+                                    const Limits& limits);
+
+// CoveredBytes is 8 + N + the bytes covered by tensors; equal to the file
+// size for every accepted file (a fuzz invariant).
+uint64_t CoveredBytes(const Safetensors& st);
+
+// OpenedFile is a read-only regular file opened without following a final
+// symlink and without blocking on FIFOs.
+struct OpenedFile {
+  int fd = -1;
+  uint64_t size = 0;
+  uint64_t dev = 0, ino = 0;
+  OpenedFile() = default;
+  OpenedFile(const OpenedFile&) = delete;
+  OpenedFile& operator=(const OpenedFile&) = delete;
+  OpenedFile(OpenedFile&& o) noexcept;
+  OpenedFile& operator=(OpenedFile&& o) noexcept;
+  ~OpenedFile();
+};
+// OpenRegularFile opens `path` O_RDONLY|O_NONBLOCK|O_CLOEXEC (plus
+// O_NOFOLLOW when `follow_symlink` is false) and fstats it; only regular
+// files are accepted.
+Result<OpenedFile> OpenRegularFile(const std::string& path, bool follow_symlink);
+// PreadExact reads exactly out.size() bytes at `offset`, retrying on EINTR
+// and short reads; an early EOF is kIoRead.
+Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out);
+
+// WriteFileAtomic replaces `path` with `bytes`: a temp file in the same
+// directory, fsync, rename, fsync of the directory. At any interruption the
+// old file (or no file) is what a reader sees. `mode` is used for a new
+// file; an existing file's mode is kept.
+Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes,
+                       unsigned mode = 0644);
+
+}  // namespace modelgate::core

@@ -1,0 +1,140 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "modelgate/core.h"
+
+namespace modelgate::core {
+
+OpenedFile::OpenedFile(OpenedFile&& o) noexcept
+    : fd(o.fd), size(o.size), dev(o.dev), ino(o.ino) {
+  o.fd = -1;
+}
+
+OpenedFile& OpenedFile::operator=(OpenedFile&& o) noexcept {
+  if (this != &o) {
+    if (fd >= 0) ::close(fd);
+    fd = o.fd;
+    size = o.size;
+    dev = o.dev;
+    ino = o.ino;
+    o.fd = -1;
+  }
+  return *this;
+}
+
+OpenedFile::~OpenedFile() {
+  if (fd >= 0) ::close(fd);
+}
+
+Result<OpenedFile> OpenRegularFile(const std::string& path, bool follow_symlink) {
+  // O_NONBLOCK: opening a FIFO must not hang the gate waiting for a writer.
+  int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+  if (!follow_symlink) flags |= O_NOFOLLOW;
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ELOOP && !follow_symlink) {
+      return Error{Code::kIoNotRegular, kNoOffset, "is a symbolic link"};
+    }
+    return Error{Code::kIoOpen, kNoOffset, std::string("cannot open: ") + std::strerror(err)};
+  }
+  OpenedFile f;
+  f.fd = fd;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return Error{Code::kIoOpen, kNoOffset, std::string("cannot stat: ") + std::strerror(errno)};
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return Error{Code::kIoNotRegular, kNoOffset, "not a regular file"};
+  }
+  // Back to blocking reads for the regular file.
+  int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  f.size = static_cast<uint64_t>(st.st_size);
+  f.dev = static_cast<uint64_t>(st.st_dev);
+  f.ino = static_cast<uint64_t>(st.st_ino);
+  return f;
+}
+
+Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out) {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done,
+                        static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error{Code::kIoRead, offset + done, std::string("read failed: ") + std::strerror(errno)};
+    }
+    if (n == 0) {
+      return Error{Code::kIoChanged, offset + done,
+                   "unexpected end of file (file shrank while being read?)"};
+    }
+    done += static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+}  // namespace modelgate::core
+
+namespace modelgate::core {
+namespace {
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, unsigned mode) {
+  const std::string dir = DirName(path);
+  struct stat old {};
+  if (::stat(path.c_str(), &old) == 0) mode = old.st_mode & 07777;
+  std::string tmpl = path + ".mg-tmp-XXXXXX";
+  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd < 0) {
+    return Error{Code::kIoOpen, kNoOffset,
+                 "cannot create a temp file beside " + path + ": " + std::strerror(errno)};
+  }
+  auto fail = [&](const char* what) {
+    Error e{Code::kIoRead, kNoOffset, std::string(what) + " " + tmpl + ": " + std::strerror(errno)};
+    ::close(fd);
+    ::unlink(tmpl.c_str());
+    return e;
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return fail("cannot write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) return fail("cannot chmod");
+  if (::fsync(fd) != 0) return fail("cannot fsync");
+  if (::close(fd) != 0) {
+    fd = -1;
+    ::unlink(tmpl.c_str());
+    return Error{Code::kIoRead, kNoOffset, "cannot close " + tmpl + ": " + std::strerror(errno)};
+  }
+  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
+    Error e{Code::kIoOpen, kNoOffset, "cannot rename onto " + path + ": " + std::strerror(errno)};
+    ::unlink(tmpl.c_str());
+    return e;
+  }
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);  // best effort: the rename is already visible
+    ::close(dfd);
+  }
+  return OkStatus();
+}
+
+}  // namespace modelgate::core

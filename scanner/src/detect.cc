@@ -1,0 +1,67 @@
+#include <array>
+#include <cstring>
+
+#include "modelgate/scanner.h"
+
+namespace modelgate::scanner {
+namespace {
+
+constexpr std::array<std::string_view, 16> kFormatNames = {
+    "unknown", "safetensors", "pickle", "pytorch-zip", "pytorch-tar", "numpy", "numpy-zip",
+    "joblib", "zip", "tar", "gzip", "bzip2", "xz", "7z", "gguf", "onnx",
+};
+
+bool StartsWith(std::span<const uint8_t> b, std::string_view magic, size_t at = 0) {
+  if (at > b.size() || b.size() - at < magic.size()) return false;
+  return std::memcmp(b.data() + at, magic.data(), magic.size()) == 0;
+}
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// The first local header's member name, if the zip starts with one.
+std::string_view FirstZipMember(std::span<const uint8_t> head) {
+  if (head.size() < 30) return {};
+  size_t name_len = head[26] | (head[27] << 8);
+  if (head.size() - 30 < name_len) return {};
+  return {reinterpret_cast<const char*>(head.data() + 30), name_len};
+}
+
+}  // namespace
+
+std::string_view FormatName(Format f) { return kFormatNames[static_cast<size_t>(f)]; }
+
+Format DetectFormat(std::span<const uint8_t> head, uint64_t file_size, std::string_view name) {
+  // Safetensors: 8-byte length, then the JSON header's '{'.
+  if (head.size() >= 9 && head[8] == '{') return Format::kSafetensors;
+  if (StartsWith(head, "PK\x03\x04") || StartsWith(head, "PK\x05\x06")) {
+    std::string_view member = FirstZipMember(head);
+    if (EndsWith(member, "data.pkl") || member.find("/data/") != std::string_view::npos ||
+        EndsWith(member, "/version") || EndsWith(member, "/.format_version")) {
+      return Format::kPytorchZip;
+    }
+    if (EndsWith(member, ".npy")) return Format::kNumpyZip;
+    return Format::kZip;
+  }
+  if (StartsWith(head, "\x93NUMPY")) return Format::kNumpy;
+  // Pickle protocol 2+ opens with PROTO n.
+  if (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) return Format::kPickle;
+  if (StartsWith(head, "\x1f\x8b")) return Format::kGzip;
+  if (StartsWith(head, "BZh")) return Format::kBzip2;
+  if (StartsWith(head, std::string_view("\xfd" "7zXZ\0", 6))) return Format::kXz;
+  if (StartsWith(head, "7z\xbc\xaf\x27\x1c")) return Format::kSevenZip;
+  if (StartsWith(head, "ustar", 257)) return Format::kTar;
+  if (StartsWith(head, "GGUF")) return Format::kGguf;
+  // Protocol 0/1 pickles have no magic; the common openings (GLOBAL, MARK)
+  // with a STOP as the last byte are treated as pickle. The scanner issue
+  // replaces this with a real opcode walk.
+  if (!head.empty() && (head[0] == 'c' || head[0] == '(') && file_size == head.size() &&
+      head.back() == '.') {
+    return Format::kPickle;
+  }
+  if (EndsWith(name, ".safetensors") && file_size >= 8) return Format::kSafetensors;
+  return Format::kUnknown;
+}
+
+}  // namespace modelgate::scanner
