@@ -22,6 +22,7 @@ const char* VerdictName(Verdict v) {
 
 Verdict Judge(const scanner::FileScan& scan, core::Severity fail_on) {
   if (scan.io_error) return Verdict::kError;
+  if (scan.unparseable) return Verdict::kReject;
   for (const auto& f : scan.findings) {
     if (f.severity <= fail_on) return Verdict::kReject;  // lower enum = more severe
   }

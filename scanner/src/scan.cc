@@ -57,7 +57,11 @@ FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOption
     } else {
       const core::Error& e = st.error();
       Finding finding = FindingFromError(e);
-      if (e.code == core::Code::kIoRead || e.code == core::Code::kIoChanged) out.io_error = true;
+      if (e.code == core::Code::kIoRead || e.code == core::Code::kIoChanged) {
+        out.io_error = true;
+      } else {
+        out.unparseable = true;
+      }
       out.findings.push_back(std::move(finding));
     }
     return out;

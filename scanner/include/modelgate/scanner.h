@@ -56,6 +56,9 @@ struct FileScan {
   // The gate could not read the file (the verdict is "error", not a judgment
   // on its content).
   bool io_error = false;
+  // The file claims a format whose parser rejected it: rejected whatever the
+  // severity bar (a file that cannot be parsed is never passed).
+  bool unparseable = false;
   std::vector<Finding> findings;
   // The parsed model when the file is safetensors and passed the core rules.
   std::optional<core::Safetensors> safetensors;

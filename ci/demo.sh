@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Quick start 1: install, build, and scan the bundled examples: one valid
+# file passes, one hostile file is rejected with its reason.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash ci/install-deps.sh
+bash ci/build.sh build -DCMAKE_BUILD_TYPE=Release
+set +e
+./build/cli/modelgate scan examples/
+status=$?
+set -e
+echo "modelgate scan exited $status (0 pass, 1 a file was rejected, 2 could not judge)"
+# The examples hold one hostile file, so "rejected" is the expected outcome.
+[ "$status" -eq 1 ]

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency from Debian 12 packages. Run as
+# root (or with sudo). Skips apt entirely when everything is already there.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev
+  libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "ci/install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+echo "ci/install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "ci/install-deps: done"

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""CLI contract tests for `modelgate scan` and `modelgate inspect`.
+
+usage: cli_test.py PATH/TO/modelgate
+
+Each test drives the real program in a fresh temp directory and checks exit
+codes (0 pass / 1 reject / 2 cannot judge), JSON fields of the
+modelgate.report/v1 document, and the text report's lines. Prints
+"N passed, M failed" and exits non-zero on any failure.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+MG = os.path.abspath(sys.argv[1])
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def st_bytes(header, data=b"", trailing=b""):
+    """A safetensors file laid out like the reference writer (space padded)."""
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data + trailing
+
+
+GOOD = st_bytes(
+    {"__metadata__": {"format": "pt"},
+     "w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+     "b": {"dtype": "F16", "shape": [2], "data_offsets": [16, 20]}},
+    bytes(20))
+OVERLAP = st_bytes(
+    {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+     "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}},
+    bytes(12))
+# Valid JSON header but starts with a space: a high (not critical) finding.
+BAD_START = b"\x10\x00\x00\x00\x00\x00\x00\x00" + b' {"a":{}}       '
+PICKLE = b"\x80\x04\x95\x15\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x8c\x06system\x93."
+
+
+def run(*args, env=None, timeout=30):
+    p = subprocess.run([MG, *args], capture_output=True, timeout=timeout, env=env)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def scan_json(*args):
+    code, out, err = run("scan", "-f", "json", *args)
+    return code, json.loads(out), err
+
+
+def write(d, name, data):
+    path = os.path.join(d, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def eq(got, want, what=""):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+@test
+def version(d):
+    code, out, _ = run("--version")
+    eq(code, 0, "exit")
+    eq(out.strip(), "modelgate 0.1.0", "version line")
+
+
+@test
+def usage_errors_exit_2(d):
+    for args in ([], ["frobnicate"], ["scan"], ["scan", "--bogus", d], ["scan", "-f", "xml", d],
+                 ["scan", "--fail-on", "severe", d], ["scan", "-o"], ["inspect"],
+                 ["inspect", d + "/a", d + "/b"]):
+        code, out, err = run(*args)
+        eq(code, 2, f"exit for {args}")
+        eq(out, "", f"stdout for {args}")
+        if "usage" not in err:
+            raise AssertionError(f"no usage text for {args}: {err!r}")
+
+
+@test
+def valid_file_passes_with_contract_fields(d):
+    p = write(d, "m.safetensors", GOOD)
+    code, doc, _ = scan_json(p)
+    eq(code, 0, "exit")
+    eq(doc["schema"], "modelgate.report/v1", "schema")
+    eq(doc["tool"], {"name": "modelgate", "version": "0.1.0"}, "tool")
+    f = doc["files"][0]
+    eq(f["path"], p, "path")
+    eq(f["format"], "safetensors", "format")
+    eq(f["size"], len(GOOD), "size")
+    eq(f["verdict"], "pass", "verdict")
+    eq(f["findings"], [], "findings")
+    eq(f["signature"]["status"], "not-checked", "signature")
+    eq(doc["summary"], {"files": 1, "passed": 1, "rejected": 0, "errors": 0}, "summary")
+
+
+@test
+def hostile_file_rejected_with_id_offset(d):
+    p = write(d, "o.safetensors", OVERLAP)
+    code, doc, _ = scan_json(p)
+    eq(code, 1, "exit")
+    f = doc["files"][0]
+    eq(f["verdict"], "reject", "verdict")
+    eq(len(f["findings"]), 1, "one finding")
+    fd = f["findings"][0]
+    eq(fd["id"], "MG-ST-OVERLAP", "id")
+    eq(fd["severity"], "critical", "severity")
+    n = struct.unpack("<Q", OVERLAP[:8])[0]
+    eq(fd["offset"], 8 + n + 4, "offset of b's first byte")
+    if '"b"' not in fd["message"] or '"a"' not in fd["message"]:
+        raise AssertionError("message names both tensors: " + fd["message"])
+    eq(doc["summary"]["rejected"], 1, "rejected count")
+
+
+@test
+def text_report_lines(d):
+    good = write(d, "good.safetensors", GOOD)
+    bad = write(d, "bad.safetensors", OVERLAP)
+    code, out, err = run("scan", good, bad)
+    eq(code, 1, "exit")
+    lines = out.splitlines()
+    n = struct.unpack("<Q", OVERLAP[:8])[0]
+    eq(lines[0].split()[0:2], ["PASS", good], "pass line")
+    eq(lines[1].split()[0:2], ["REJECT", bad], "reject line")
+    eq(lines[2].strip(), f'{bad}:{8 + n + 4}: MG-ST-OVERLAP (critical): tensor "b" [4,12) overlaps "a" [0,8)',
+       "finding line")
+    eq(lines[-1], "2 files: 1 passed, 1 rejected, 0 errors", "summary line")
+    if "\033[" in out:
+        raise AssertionError("colour codes in piped output")
+
+
+@test
+def unreadable_path_is_error_and_2_wins(d):
+    missing = os.path.join(d, "nope.safetensors")
+    bad = write(d, "bad.safetensors", OVERLAP)
+    code, doc, _ = scan_json(missing, bad)
+    eq(code, 2, "exit: 2 wins over 1")
+    eq(doc["files"][0]["verdict"], "error", "missing verdict")
+    eq(doc["files"][0]["findings"][0]["id"], "MG-IO-OPEN", "missing id")
+    eq(doc["summary"], {"files": 2, "passed": 0, "rejected": 1, "errors": 1}, "summary")
+
+
+@test
+def format_from_content_not_extension(d):
+    pk = write(d, "model.safetensors", PICKLE)  # pickle wearing a safetensors name
+    st = write(d, "weights.bin", GOOD)          # safetensors wearing a .bin name
+    txt = write(d, "README.md", b"hello\n")
+    code, doc, _ = scan_json(pk, st, txt)
+    eq(code, 1, "exit")
+    by = {os.path.basename(f["path"]): f for f in doc["files"]}
+    eq(by["model.safetensors"]["format"], "pickle", "pickle format")
+    eq(by["model.safetensors"]["verdict"], "reject", "pickle rejected until analyzed")
+    eq(by["weights.bin"]["format"], "safetensors", "safetensors by content")
+    eq(by["weights.bin"]["verdict"], "pass", "safetensors passes")
+    eq(by["README.md"]["format"], "unknown", "unknown format")
+    eq(by["README.md"]["verdict"], "pass", "unknown passes")
+
+
+@test
+def directory_walk_sorted_recursive(d):
+    write(d, "m/b.safetensors", GOOD)
+    write(d, "m/a.safetensors", GOOD)
+    write(d, "m/sub/c.safetensors", OVERLAP)
+    code, doc, _ = scan_json(os.path.join(d, "m"))
+    eq(code, 1, "exit")
+    eq([os.path.relpath(f["path"], d) for f in doc["files"]],
+       ["m/a.safetensors", "m/b.safetensors", "m/sub/c.safetensors"], "walk order")
+
+
+@test
+def symlinks_in_walk(d):
+    outside = write(d, "outside.safetensors", GOOD)
+    write(d, "m/real.safetensors", GOOD)
+    os.symlink(outside, os.path.join(d, "m", "escape.safetensors"))
+    os.symlink("real.safetensors", os.path.join(d, "m", "inside.safetensors"))
+    os.symlink("missing", os.path.join(d, "m", "dangling"))
+    code, doc, _ = scan_json(os.path.join(d, "m"))
+    eq(code, 1, "exit")
+    by = {os.path.basename(f["path"]): f for f in doc["files"]}
+    eq(by["escape.safetensors"]["findings"][0]["id"], "MG-FS-SYMLINK-ESCAPE", "escape id")
+    eq(by["escape.safetensors"]["verdict"], "reject", "escape rejected")
+    eq(by["dangling"]["findings"][0]["id"], "MG-FS-SYMLINK-ESCAPE", "dangling id")
+    eq(by["inside.safetensors"]["verdict"], "pass", "inside link passes")
+    eq(by["inside.safetensors"]["findings"][0]["id"], "MG-FS-SYMLINK", "inside id")
+    eq(by["real.safetensors"]["verdict"], "pass", "real file scanned")
+
+
+@test
+def fifo_does_not_hang(d):
+    os.makedirs(os.path.join(d, "m"))
+    fifo = os.path.join(d, "m", "pipe.safetensors")
+    os.mkfifo(fifo)
+    code, doc, _ = scan_json(os.path.join(d, "m"))
+    eq(code, 1, "exit (walked special file rejected)")
+    eq(doc["files"][0]["findings"][0]["id"], "MG-FS-SPECIAL-FILE", "special id")
+    code, doc, _ = scan_json(fifo)  # named directly: cannot judge
+    eq(code, 2, "exit for a FIFO named on the command line")
+    eq(doc["files"][0]["findings"][0]["id"], "MG-IO-NOT-REGULAR", "not regular id")
+
+
+@test
+def fail_on_moves_the_bar(d):
+    g = write(d, "x.gguf", b"GGUF" + bytes(60))  # medium: format not analyzed
+    code, doc, _ = scan_json(g)
+    eq(code, 0, "medium passes by default")
+    eq(doc["files"][0]["findings"][0]["severity"], "medium", "severity")
+    code, doc, _ = scan_json("--fail-on", "medium", g)
+    eq(code, 1, "medium rejected with --fail-on medium")
+    code, doc, _ = scan_json("--fail-on", "critical", g)
+    eq(code, 0, "passes with --fail-on critical")
+
+
+@test
+def unparseable_rejected_whatever_the_bar(d):
+    p = write(d, "s.safetensors", BAD_START)
+    code, doc, _ = scan_json("--fail-on", "critical", p)
+    eq(doc["files"][0]["findings"][0]["id"], "MG-ST-HEADER-START", "id")
+    eq(doc["files"][0]["findings"][0]["severity"], "high", "severity")
+    eq(code, 1, "an unparseable file is rejected even with --fail-on critical")
+
+
+@test
+def output_file(d):
+    p = write(d, "m.safetensors", GOOD)
+    out_path = os.path.join(d, "report.json")
+    code, out, _ = run("scan", "-f", "json", "-o", out_path, p)
+    eq(code, 0, "exit")
+    eq(out, "", "stdout empty with -o")
+    with open(out_path) as f:
+        eq(json.load(f)["summary"]["passed"], 1, "report in file")
+    code, out, err = run("scan", "-o", os.path.join(d, "no", "such", "dir", "r.txt"), p)
+    eq(code, 2, "unwritable -o is exit 2")
+
+
+@test
+def hostile_names_escaped_in_text(d):
+    p = write(d, "evil\nPASS  fake.safetensors", OVERLAP)
+    code, out, _ = run("scan", p)
+    eq(code, 1, "exit")
+    if any(line.startswith("PASS") for line in out.splitlines()):
+        raise AssertionError("a file name forged a PASS line:\n" + out)
+    name_hdr = {"x\u202e\n": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                "y": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+    q = write(d, "n.safetensors", st_bytes(name_hdr, bytes(4)))
+    code, out, _ = run("scan", q)
+    eq(code, 1, "exit")
+    eq(len(out.splitlines()), 3, "verdict, finding, summary: no injected lines")
+
+
+@test
+def inspect_json_lists_tensors(d):
+    p = write(d, "m.safetensors", GOOD)
+    code, out, _ = run("inspect", "-f", "json", p)
+    eq(code, 0, "exit")
+    doc = json.loads(out)
+    eq(doc["format"], "safetensors", "format")
+    eq(doc["tensor_count"], 2, "tensor count")
+    eq(doc["parameters"], 6, "parameters")
+    eq(doc["metadata"], {"format": "pt"}, "metadata")
+    eq(doc["dtypes"]["F32"], {"tensors": 1, "parameters": 4, "bytes": 16}, "F32 stats")
+    eq([t["name"] for t in doc["tensors"]], ["w", "b"], "offset order")
+    eq(doc["tensors"][0]["shape"], [2, 2], "shape")
+    eq(doc["tensors"][1]["data_offsets"], [16, 20], "offsets")
+    n = struct.unpack("<Q", GOOD[:8])[0]
+    eq(doc["tensors"][1]["offset"], 8 + n + 16, "absolute offset")
+
+
+@test
+def inspect_text_and_exit_codes(d):
+    p = write(d, "m.safetensors", GOOD)
+    code, out, _ = run("inspect", p)
+    eq(code, 0, "exit")
+    for want in ("format:      safetensors", "parameters:  6", '"format": "pt"', '"w"  F32  [2,2]  [0,16)  16'):
+        if want not in out:
+            raise AssertionError(f"missing {want!r} in:\n{out}")
+    code, out, _ = run("inspect", write(d, "o.safetensors", OVERLAP))
+    eq(code, 1, "hostile file: exit 1")
+    if "MG-ST-OVERLAP" not in out:
+        raise AssertionError("inspect names the finding")
+    code, _, _ = run("inspect", os.path.join(d, "missing"))
+    eq(code, 2, "missing file: exit 2")
+
+
+def main():
+    passed = failed = 0
+    for t in TESTS:
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                t(d)
+                passed += 1
+                print(f"ok   {t.__name__}")
+            except Exception:
+                failed += 1
+                print(f"FAIL {t.__name__}")
+                traceback.print_exc()
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
