@@ -479,6 +479,14 @@ Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header, uint
   if (size_t bad = FirstInvalidUtf8(header); bad != kUtf8Valid) {
     return Error{Code::kStHeaderUtf8, kLengthFieldBytes + bad, "header is not valid UTF-8"};
   }
+  // A raw NUL is never valid JSON text, but nlohmann's lexer takes it for the
+  // end of input: without this check `{}\0<anything>` would be accepted with
+  // the bytes after the NUL unread (a second header could hide there).
+  if (const void* nul = std::memchr(header.data(), 0, header.size()); nul != nullptr) {
+    const auto at = static_cast<const uint8_t*>(nul) - header.data();
+    return Error{Code::kStJsonSyntax, kLengthFieldBytes + static_cast<uint64_t>(at),
+                 "raw NUL byte in the header"};
+  }
   // reference: starts_with('{') -> InvalidHeaderStart (no whitespace, no BOM).
   if (header[0] != '{') {
     return Error{Code::kStHeaderStart, kLengthFieldBytes,
@@ -490,6 +498,18 @@ Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header, uint
   const uint64_t data_start = kLengthFieldBytes + header.size();
   const char* text = reinterpret_cast<const char*>(header.data());
   HeaderHandler handler(text, limits, data_start);
+  // Reserve for the tensors the header plausibly names (each real entry has
+  // a "dtype" key), so a 1.4 M-tensor header is not copied by vector growth.
+  // Only an estimate: escaped keys are not counted and the vector grows.
+  {
+    const std::string_view view(text, header.size());
+    uint64_t estimate = 0;
+    for (size_t at = view.find("\"dtype\""); at != std::string_view::npos && estimate < limits.max_tensors;
+         at = view.find("\"dtype\"", at + 7)) {
+      ++estimate;
+    }
+    handler.tensors.reserve(static_cast<size_t>(estimate));
+  }
   bool parsed = false;
   try {
     TrackingIter first(text, handler.read_to());
