@@ -201,7 +201,6 @@ class HeaderHandler {
     const uint64_t at = KeyOffset();
     switch (stack_.back()) {
       case Ctx::kTop:
-        if (!CheckName(k, at)) return false;
         if (k == kMetadataKey) {
           if (has_metadata) {
             return Fail(Code::kStDuplicateKey, at, "second \"__metadata__\" object");
@@ -211,6 +210,7 @@ class HeaderHandler {
           pending_ = Pending::kMetadata;
           return true;
         }
+        if (!CheckName(k, at)) return false;
         if (tensors.size() >= limits_.max_tensors) {
           return Fail(Code::kStTooManyTensors, at,
                       "more than " + U64(limits_.max_tensors) + " tensors (limit max_tensors)");
@@ -479,14 +479,6 @@ Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header, uint
   if (size_t bad = FirstInvalidUtf8(header); bad != kUtf8Valid) {
     return Error{Code::kStHeaderUtf8, kLengthFieldBytes + bad, "header is not valid UTF-8"};
   }
-  // A raw NUL is never valid JSON text, but nlohmann's lexer takes it for the
-  // end of input: without this check `{}\0<anything>` would be accepted with
-  // the bytes after the NUL unread (a second header could hide there).
-  if (const void* nul = std::memchr(header.data(), 0, header.size()); nul != nullptr) {
-    const auto at = static_cast<const uint8_t*>(nul) - header.data();
-    return Error{Code::kStJsonSyntax, kLengthFieldBytes + static_cast<uint64_t>(at),
-                 "raw NUL byte in the header"};
-  }
   // reference: starts_with('{') -> InvalidHeaderStart (no whitespace, no BOM).
   if (header[0] != '{') {
     return Error{Code::kStHeaderStart, kLengthFieldBytes,
@@ -495,6 +487,14 @@ Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header, uint
                      std::string(1, "0123456789abcdef"[header[0] & 15])};
   }
 
+  // A raw NUL is never valid JSON text, but nlohmann's lexer takes it for the
+  // end of input: without this check `{}\0<anything>` would be accepted with
+  // the bytes after the NUL unread (a second header could hide there).
+  if (const void* nul = std::memchr(header.data(), 0, header.size()); nul != nullptr) {
+    const auto at = static_cast<const uint8_t*>(nul) - header.data();
+    return Error{Code::kStJsonSyntax, kLengthFieldBytes + static_cast<uint64_t>(at),
+                 "raw NUL byte in the header"};
+  }
   const uint64_t data_start = kLengthFieldBytes + header.size();
   const char* text = reinterpret_cast<const char*>(header.data());
   HeaderHandler handler(text, limits, data_start);

@@ -250,7 +250,8 @@ struct OpenedFile {
 // files are accepted.
 Result<OpenedFile> OpenRegularFile(const std::string& path, bool follow_symlink);
 // PreadExact reads exactly out.size() bytes at `offset`, retrying on EINTR
-// and short reads; an early EOF is kIoRead.
+// and short reads; an early EOF is kIoChanged (the file shrank after it was
+// sized), any other failure kIoRead.
 Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out);
 
 // WriteFileAtomic replaces `path` with `bytes`: a temp file in the same

@@ -1,0 +1,154 @@
+// Codes and dtypes: the finding-id table, severities, and the dtype table.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "support/st_expect.h"
+
+namespace core = modelgate::core;
+
+TEST_CASE("FindingId: every code has a unique MG- id", "[core][codes]") {
+  std::set<std::string_view> seen;
+  REQUIRE_FALSE(core::AllCodes().empty());
+  for (core::Code code : core::AllCodes()) {
+    CAPTURE(static_cast<int>(code));
+    CHECK(code != core::Code::kOk);
+    std::string_view id = core::FindingId(code);
+    CHECK_FALSE(id.empty());
+    CHECK(id.substr(0, 3) == "MG-");
+    CHECK(id.find(' ') == std::string_view::npos);
+    CHECK(seen.insert(id).second);
+  }
+  CHECK(core::FindingId(core::Code::kOk).empty());
+}
+
+TEST_CASE("FindingId: each code maps to the id documented in core.h", "[core][codes]") {
+  // Copied from the comments next to each enumerator: ids are a stable
+  // contract with reports, policies and exceptions.
+  const std::vector<std::pair<core::Code, std::string_view>> documented = {
+      {core::Code::kIoOpen, "MG-IO-OPEN"},
+      {core::Code::kIoRead, "MG-IO-READ"},
+      {core::Code::kIoNotRegular, "MG-IO-NOT-REGULAR"},
+      {core::Code::kIoChanged, "MG-IO-CHANGED"},
+      {core::Code::kStTruncated, "MG-ST-TRUNCATED"},
+      {core::Code::kStHeaderTooLarge, "MG-ST-HEADER-TOO-LARGE"},
+      {core::Code::kStOverlap, "MG-ST-OVERLAP"},
+      {core::Code::kStShapeOverflow, "MG-ST-SHAPE-OVERFLOW"},
+      {core::Code::kStHeaderLength, "MG-ST-HEADER-LENGTH"},
+      {core::Code::kStHeaderEmpty, "MG-ST-HEADER-EMPTY"},
+      {core::Code::kStHeaderUtf8, "MG-ST-HEADER-UTF8"},
+      {core::Code::kStHeaderStart, "MG-ST-HEADER-START"},
+      {core::Code::kStJsonSyntax, "MG-ST-JSON-SYNTAX"},
+      {core::Code::kStJsonDepth, "MG-ST-JSON-DEPTH"},
+      {core::Code::kStDuplicateTensor, "MG-ST-DUPLICATE-TENSOR"},
+      {core::Code::kStDuplicateKey, "MG-ST-DUPLICATE-KEY"},
+      {core::Code::kStBadName, "MG-ST-BAD-NAME"},
+      {core::Code::kStNameTooLong, "MG-ST-NAME-TOO-LONG"},
+      {core::Code::kStTooManyTensors, "MG-ST-TOO-MANY-TENSORS"},
+      {core::Code::kStMetadataType, "MG-ST-METADATA-TYPE"},
+      {core::Code::kStEntryType, "MG-ST-ENTRY-TYPE"},
+      {core::Code::kStEntryUnknownField, "MG-ST-ENTRY-UNKNOWN-FIELD"},
+      {core::Code::kStEntryMissingField, "MG-ST-ENTRY-MISSING-FIELD"},
+      {core::Code::kStFieldType, "MG-ST-FIELD-TYPE"},
+      {core::Code::kStUnknownDtype, "MG-ST-UNKNOWN-DTYPE"},
+      {core::Code::kStRankTooLarge, "MG-ST-RANK-TOO-LARGE"},
+      {core::Code::kStPartialByte, "MG-ST-PARTIAL-BYTE"},
+      {core::Code::kStSizeMismatch, "MG-ST-SIZE-MISMATCH"},
+      {core::Code::kStOffsetsReversed, "MG-ST-OFFSETS-REVERSED"},
+      {core::Code::kStGap, "MG-ST-GAP"},
+      {core::Code::kStAlias, "MG-ST-ALIAS"},
+      {core::Code::kStOutOfBounds, "MG-ST-OUT-OF-BOUNDS"},
+      {core::Code::kStTrailingBytes, "MG-ST-TRAILING-BYTES"},
+      {core::Code::kStTooManyKeys, "MG-ST-TOO-MANY-KEYS"},  };
+  CHECK(core::AllCodes().size() == documented.size());
+  for (const auto& [code, id] : documented) {
+    CAPTURE(id);
+    CHECK(core::FindingId(code) == id);
+  }
+  std::set<core::Code> listed(core::AllCodes().begin(), core::AllCodes().end());
+  for (const auto& [code, id] : documented) {
+    CAPTURE(id);
+    CHECK(listed.count(code) == 1);
+  }
+}
+
+TEST_CASE("FindingId: codes are append-only numbers", "[core][codes]") {
+  CHECK(static_cast<int>(core::Code::kStTruncated) == 100);
+  CHECK(static_cast<int>(core::Code::kStHeaderTooLarge) == 101);
+  CHECK(static_cast<int>(core::Code::kStOverlap) == 102);
+  CHECK(static_cast<int>(core::Code::kStShapeOverflow) == 103);
+  CHECK(static_cast<int>(core::Code::kStTooManyKeys) == 129);
+}
+
+TEST_CASE("Severity names round-trip", "[core][codes]") {
+  const std::vector<std::pair<core::Severity, std::string_view>> names = {
+      {core::Severity::kCritical, "critical"}, {core::Severity::kHigh, "high"},
+      {core::Severity::kMedium, "medium"},     {core::Severity::kLow, "low"},
+      {core::Severity::kInfo, "info"}};
+  for (const auto& [sev, name] : names) {
+    CAPTURE(name);
+    CHECK(core::SeverityName(sev) == name);
+    core::Severity parsed = core::Severity::kInfo;
+    REQUIRE(core::ParseSeverity(name, &parsed));
+    CHECK(parsed == sev);
+  }
+  core::Severity unused = core::Severity::kLow;
+  CHECK_FALSE(core::ParseSeverity("HIGH", &unused));
+  CHECK_FALSE(core::ParseSeverity("", &unused));
+  CHECK_FALSE(core::ParseSeverity("high ", &unused));
+  CHECK(unused == core::Severity::kLow);
+}
+
+TEST_CASE("DefaultSeverity: safetensors findings block by default", "[core][codes]") {
+  // The default policy rejects high and above; every malformed file must.
+  for (core::Code code : core::AllCodes()) {
+    CAPTURE(core::FindingId(code));
+    core::Severity s = core::DefaultSeverity(code);
+    CHECK((s == core::Severity::kCritical || s == core::Severity::kHigh));
+  }
+}
+
+TEST_CASE("dtype table: names and bit widths", "[core][dtype]") {
+  const std::vector<std::pair<std::string_view, uint32_t>> want = {
+      {"BOOL", 8},  {"U8", 8},       {"I8", 8},      {"F8_E5M2", 8},    {"F8_E4M3", 8},
+      {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"F4", 4}, {"F6_E2M3", 6},
+      {"F6_E3M2", 6}, {"I16", 16},   {"U16", 16},    {"F16", 16},       {"BF16", 16},
+      {"I32", 32},  {"U32", 32},     {"F32", 32},    {"I64", 64},       {"U64", 64},
+      {"F64", 64},  {"C64", 64}};
+  CHECK(core::AllDtypes().size() == want.size());
+  for (const auto& [name, bits] : want) {
+    CAPTURE(name);
+    core::Dtype d{};
+    REQUIRE(core::ParseDtype(name, &d));
+    CHECK(core::DtypeName(d) == name);
+    CHECK(core::DtypeBits(d) == bits);
+  }
+}
+
+TEST_CASE("dtype table: ParseDtype inverts DtypeName for every dtype", "[core][dtype]") {
+  std::set<std::string_view> names;
+  for (core::Dtype d : core::AllDtypes()) {
+    std::string_view name = core::DtypeName(d);
+    CAPTURE(name);
+    CHECK(names.insert(name).second);
+    core::Dtype parsed{};
+    REQUIRE(core::ParseDtype(name, &parsed));
+    CHECK(parsed == d);
+    CHECK(core::DtypeBits(d) > 0);
+  }
+}
+
+TEST_CASE("dtype table: only exact spellings parse", "[core][dtype]") {
+  for (std::string_view name : {"f32", "F32 ", " F32", "", "F", "float32", "F128", "B"}) {
+    CAPTURE(std::string(name));
+    core::Dtype d = core::Dtype::kU8;
+    CHECK_FALSE(core::ParseDtype(name, &d));
+  }
+  // An embedded NUL is not a terminator.
+  core::Dtype d{};
+  CHECK_FALSE(core::ParseDtype(std::string_view("F32\0", 4), &d));
+}
