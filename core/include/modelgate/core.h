@@ -4,6 +4,7 @@
 // message). No third-party types appear here.
 #pragma once
 
+#include <array>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -260,5 +261,66 @@ Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out);
 // file; an existing file's mode is kept.
 Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes,
                        unsigned mode = 0644);
+
+// --- hashing ---
+// SHA-256 through OpenSSL EVP (SHA-NI where the CPU has it; libsodium's
+// SHA-256 is several times slower), and a parallel hasher for byte ranges of
+// one file.
+
+inline constexpr size_t kSha256Bytes = 32;
+using Sha256Digest = std::array<uint8_t, kSha256Bytes>;
+
+// Sha256 is the SHA-256 of `bytes`.
+Sha256Digest Sha256(std::span<const uint8_t> bytes);
+
+// Sha256Hasher hashes a byte stream given in pieces. Move-only.
+class Sha256Hasher {
+ public:
+  Sha256Hasher();
+  Sha256Hasher(Sha256Hasher&& o) noexcept;
+  Sha256Hasher& operator=(Sha256Hasher&& o) noexcept;
+  Sha256Hasher(const Sha256Hasher&) = delete;
+  Sha256Hasher& operator=(const Sha256Hasher&) = delete;
+  ~Sha256Hasher();
+  void Update(std::span<const uint8_t> bytes);
+  // Final returns the digest and resets the hasher for a new stream.
+  Sha256Digest Final();
+
+ private:
+  void* ctx_ = nullptr;  // EVP_MD_CTX*
+};
+
+// HexLower is `bytes` as lowercase hex. ParseHexLower is the inverse; it
+// accepts only lowercase hex of exactly 2 * out.size() characters.
+std::string HexLower(std::span<const uint8_t> bytes);
+bool ParseHexLower(std::string_view hex, std::span<uint8_t> out);
+
+// ByteRange is `size_bytes` bytes at absolute file offset `offset`.
+struct ByteRange {
+  uint64_t offset = 0;
+  uint64_t size_bytes = 0;
+};
+
+struct HashOptions {
+  // Worker threads; 0 means std::thread::hardware_concurrency().
+  unsigned threads = 0;
+  // Per-thread read buffer.
+  size_t buffer_bytes = size_t{1} << 20;
+};
+
+// HashRanges returns the SHA-256 of each range of the file open at `fd`
+// (read with pread, so the fd's position is untouched), in the order of
+// `ranges`. Ranges are scheduled largest first over the worker threads
+// (LPT): many ranges keep every thread busy, but one range is always one
+// sequential SHA-256 (a digest cannot be split), so a file that is mostly one
+// huge range hashes at single-core speed. A read error or early EOF
+// (the file shrank) is returned as an Error with the failing offset.
+Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> ranges,
+                                             const HashOptions& options = {});
+
+// HashSpans is HashRanges for bytes already in memory (e.g. a mapping).
+std::vector<Sha256Digest> HashSpans(std::span<const std::span<const uint8_t>> spans,
+                                    const HashOptions& options = {});
+// --- end hashing ---
 
 }  // namespace modelgate::core
