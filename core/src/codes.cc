@@ -50,6 +50,22 @@ constexpr std::array kCodes = {
     CodeInfo{Code::kStOutOfBounds, "MG-ST-OUT-OF-BOUNDS", Severity::kCritical},
     CodeInfo{Code::kStTrailingBytes, "MG-ST-TRAILING-BYTES", Severity::kCritical},
     CodeInfo{Code::kStTooManyKeys, "MG-ST-TOO-MANY-KEYS", Severity::kHigh},
+    // Signatures: tampering is critical. Whether a missing or untrusted
+    // signature is a finding at all is the policy's call (signatures.required);
+    // when it is reported, it blocks.
+    CodeInfo{Code::kSigMissing, "MG-SIG-MISSING", Severity::kHigh},
+    CodeInfo{Code::kSigUntrusted, "MG-SIG-UNTRUSTED", Severity::kHigh},
+    CodeInfo{Code::kSigBadRecord, "MG-SIG-BAD-RECORD", Severity::kCritical},
+    CodeInfo{Code::kSigUnknownAlg, "MG-SIG-UNKNOWN-ALG", Severity::kCritical},
+    CodeInfo{Code::kSigUnknownKey, "MG-SIG-UNKNOWN-KEY", Severity::kCritical},
+    CodeInfo{Code::kSigBadSignature, "MG-SIG-BAD-SIGNATURE", Severity::kCritical},
+    CodeInfo{Code::kSigDigestMap, "MG-SIG-DIGEST-MAP", Severity::kCritical},
+    CodeInfo{Code::kSigTensorMismatch, "MG-SIG-TENSOR-MISMATCH", Severity::kCritical},
+    CodeInfo{Code::kSigDuplicateKid, "MG-SIG-DUPLICATE-KID", Severity::kCritical},
+    CodeInfo{Code::kSigKeyFormat, "MG-SIG-KEY-FORMAT", Severity::kHigh},
+    CodeInfo{Code::kSigKeyWrite, "MG-SIG-KEY-WRITE", Severity::kHigh},
+    CodeInfo{Code::kSigCrypto, "MG-SIG-CRYPTO", Severity::kHigh},
+    CodeInfo{Code::kSigOptions, "MG-SIG-OPTIONS", Severity::kHigh},
 };
 
 constexpr std::array<Code, kCodes.size()> MakeCodeList() {

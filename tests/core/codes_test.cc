@@ -63,7 +63,21 @@ TEST_CASE("FindingId: each code maps to the id documented in core.h", "[core][co
       {core::Code::kStAlias, "MG-ST-ALIAS"},
       {core::Code::kStOutOfBounds, "MG-ST-OUT-OF-BOUNDS"},
       {core::Code::kStTrailingBytes, "MG-ST-TRAILING-BYTES"},
-      {core::Code::kStTooManyKeys, "MG-ST-TOO-MANY-KEYS"},  };
+      {core::Code::kStTooManyKeys, "MG-ST-TOO-MANY-KEYS"},
+      {core::Code::kSigMissing, "MG-SIG-MISSING"},
+      {core::Code::kSigUntrusted, "MG-SIG-UNTRUSTED"},
+      {core::Code::kSigBadRecord, "MG-SIG-BAD-RECORD"},
+      {core::Code::kSigUnknownAlg, "MG-SIG-UNKNOWN-ALG"},
+      {core::Code::kSigUnknownKey, "MG-SIG-UNKNOWN-KEY"},
+      {core::Code::kSigBadSignature, "MG-SIG-BAD-SIGNATURE"},
+      {core::Code::kSigDigestMap, "MG-SIG-DIGEST-MAP"},
+      {core::Code::kSigTensorMismatch, "MG-SIG-TENSOR-MISMATCH"},
+      {core::Code::kSigDuplicateKid, "MG-SIG-DUPLICATE-KID"},
+      {core::Code::kSigKeyFormat, "MG-SIG-KEY-FORMAT"},
+      {core::Code::kSigKeyWrite, "MG-SIG-KEY-WRITE"},
+      {core::Code::kSigCrypto, "MG-SIG-CRYPTO"},
+      {core::Code::kSigOptions, "MG-SIG-OPTIONS"},
+  };
   CHECK(core::AllCodes().size() == documented.size());
   for (const auto& [code, id] : documented) {
     CAPTURE(id);

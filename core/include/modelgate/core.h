@@ -59,6 +59,20 @@ enum class Code : uint16_t {
   kStOutOfBounds = 127,      // MG-ST-OUT-OF-BOUNDS
   kStTrailingBytes = 128,    // MG-ST-TRAILING-BYTES
   kStTooManyKeys = 129,      // MG-ST-TOO-MANY-KEYS
+  // Signatures (STSIG v1, keys). 300-399.
+  kSigMissing = 300,          // MG-SIG-MISSING: no stsig.* keys
+  kSigUntrusted = 301,        // MG-SIG-UNTRUSTED: no record by a trusted key
+  kSigBadRecord = 302,        // MG-SIG-BAD-RECORD: stsig.v1 malformed (JSON, fields, types)
+  kSigUnknownAlg = 303,       // MG-SIG-UNKNOWN-ALG: alg outside the allowlist
+  kSigUnknownKey = 304,       // MG-SIG-UNKNOWN-KEY: an stsig.* key v1 does not define
+  kSigBadSignature = 305,     // MG-SIG-BAD-SIGNATURE: Ed25519 check of M failed
+  kSigDigestMap = 306,        // MG-SIG-DIGEST-MAP: stsig.v1.sha256 malformed or names differ
+  kSigTensorMismatch = 307,   // MG-SIG-TENSOR-MISMATCH: tensor bytes differ from the digest
+  kSigDuplicateKid = 308,     // MG-SIG-DUPLICATE-KID: two records by one key
+  kSigKeyFormat = 309,        // MG-SIG-KEY-FORMAT: key file/PEM not an Ed25519 key
+  kSigKeyWrite = 310,         // MG-SIG-KEY-WRITE: cannot create a key file (exists?)
+  kSigCrypto = 311,           // MG-SIG-CRYPTO: libsodium/OpenSSL failure
+  kSigOptions = 312,          // MG-SIG-OPTIONS: bad signing options
 };
 
 // Severity of a finding, most severe first.

@@ -1,8 +1,260 @@
-// modelgate signer: Ed25519 keys, STSIG v1 embedded signatures, detached
-// signatures, verification and the verify-before-mmap loader.
-// Public header only until the signer issue lands; see ../shared/DESIGN.md.
+// modelgate signer: Ed25519 keys, STSIG v1 signatures embedded in a
+// safetensors header's __metadata__, and verification. The format is
+// ../shared/DESIGN.md "Signature format: STSIG v1". No libsodium, OpenSSL
+// or nlohmann types appear here.
+//
+// Trust comes only from the PublicKey list a caller passes to VerifyFile;
+// the key id in a file is a lookup hint.
 #pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "modelgate/core.h"
 
-namespace modelgate::signer {}  // namespace modelgate::signer
+namespace modelgate::signer {
+
+inline constexpr size_t kPublicKeyBytes = 32;
+inline constexpr size_t kSeedBytes = 32;
+inline constexpr size_t kSignatureBytes = 64;
+inline constexpr size_t kKeyIdBytes = 16;
+inline constexpr std::string_view kAlgEd25519 = "ed25519";
+
+using KeyId = std::array<uint8_t, kKeyIdBytes>;
+using Signature = std::array<uint8_t, kSignatureBytes>;
+
+// ---- keys ----------------------------------------------------------------
+
+// PublicKey is an Ed25519 public key with its key id: the first 16 bytes of
+// SHA-256 over its DER SubjectPublicKeyInfo. `name` is a caller's label
+// (e.g. the policy's key name), used only in messages.
+struct PublicKey {
+  std::array<uint8_t, kPublicKeyBytes> raw{};
+  KeyId kid{};
+  std::string name;
+
+  std::string kid_hex() const;
+};
+
+// PublicKeyFromRaw computes the kid for 32 raw public-key bytes.
+PublicKey PublicKeyFromRaw(std::span<const uint8_t, kPublicKeyBytes> raw);
+// SubjectPublicKeyInfoDer is the 44-byte DER SPKI of `key` (RFC 8410).
+std::vector<uint8_t> SubjectPublicKeyInfoDer(const PublicKey& key);
+// PublicKeyPem is `key` as a "PUBLIC KEY" (SPKI) PEM block.
+std::string PublicKeyPem(const PublicKey& key);
+// ParsePublicKeyPem reads an Ed25519 SPKI "PUBLIC KEY" PEM block (as written
+// by PublicKeyPem or `openssl pkey -pubout`). Other key types: kSigKeyFormat.
+core::Result<PublicKey> ParsePublicKeyPem(std::string_view pem);
+// LoadPublicKey reads a public key PEM file (symlinks followed: mounted
+// secrets are often symlinks).
+core::Result<PublicKey> LoadPublicKey(const std::string& path);
+
+// PrivateKey is an Ed25519 signing key. Its secret lives in one heap block
+// that is wiped (sodium_memzero) when the key is destroyed; moving moves the
+// pointer, never the secret bytes. Not copyable.
+class PrivateKey {
+ public:
+  PrivateKey(PrivateKey&& other) noexcept;
+  PrivateKey& operator=(PrivateKey&& other) noexcept;
+  PrivateKey(const PrivateKey&) = delete;
+  PrivateKey& operator=(const PrivateKey&) = delete;
+  ~PrivateKey();
+
+  // Generate makes a new key (libsodium crypto_sign_keypair).
+  static core::Result<PrivateKey> Generate();
+  // FromSeed derives the key for a 32-byte Ed25519 seed (RFC 8032).
+  static core::Result<PrivateKey> FromSeed(std::span<const uint8_t, kSeedBytes> seed);
+
+  const PublicKey& public_key() const { return public_; }
+  // Sign is the detached Ed25519 signature of `message`.
+  Signature Sign(std::span<const uint8_t> message) const;
+  // WritePem creates `path` as a PKCS#8 "PRIVATE KEY" PEM file with
+  // open(O_CREAT|O_EXCL|O_NOFOLLOW), mode 0600; an existing path (or a
+  // symlink there) is an error, never overwritten.
+  core::Status WritePem(const std::string& path) const;
+
+ private:
+  struct Secret;
+  PrivateKey(std::unique_ptr<Secret> secret, PublicKey pub);
+
+  std::unique_ptr<Secret> secret_;
+  PublicKey public_;
+};
+
+// ParsePrivateKeyPem reads an unencrypted PKCS#8 Ed25519 "PRIVATE KEY" PEM
+// (ours, or `openssl genpkey -algorithm ed25519`). Encrypted keys and other
+// key types are kSigKeyFormat; nothing prompts for a passphrase.
+core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem);
+// LoadPrivateKey reads a private key PEM file (at most 64 KiB); the bytes
+// read are wiped after parsing.
+core::Result<PrivateKey> LoadPrivateKey(const std::string& path);
+// WritePublicKeyPem creates `path` (O_EXCL|O_NOFOLLOW, mode 0644).
+core::Status WritePublicKeyPem(const PublicKey& key, const std::string& path);
+
+struct KeygenResult {
+  std::string private_path;  // PREFIX.key, 0600
+  std::string public_path;   // PREFIX.pub, 0644
+  PublicKey public_key;
+};
+// Keygen makes a new key and writes PREFIX.key and PREFIX.pub; if either
+// exists, nothing is left behind (a .key it created is removed).
+core::Result<KeygenResult> Keygen(const std::string& prefix);
+
+// ---- STSIG v1 -------------------------------------------------------------
+
+inline constexpr std::string_view kStsigPrefix = "stsig.";
+inline constexpr std::string_view kStsigRecordsKey = "stsig.v1";
+inline constexpr std::string_view kStsigDigestsKey = "stsig.v1.sha256";
+
+// SetRef places a file in a signed shard set.
+struct SetRef {
+  uint64_t index = 0;
+  uint64_t count = 0;
+  core::Sha256Digest digest{};
+  bool operator==(const SetRef&) const = default;
+};
+
+// StsigRecord is one element of the stsig.v1 array.
+struct StsigRecord {
+  std::string alg = std::string(kAlgEd25519);
+  KeyId kid{};
+  uint64_t created = 0;  // unix seconds
+  std::string model;     // UTF-8, may be empty
+  uint64_t version = 0;
+  std::optional<SetRef> set;
+  Signature sig{};
+};
+
+// TensorDigest is one entry of stsig.v1.sha256.
+using TensorDigest = std::pair<std::string, core::Sha256Digest>;
+
+// Stsig is the parsed stsig.* metadata of a file.
+struct Stsig {
+  bool present = false;                // any stsig.* key at all
+  std::vector<StsigRecord> records;    // in file order
+  std::vector<TensorDigest> digests;   // sorted bytewise by name
+};
+
+// ParseStsig reads the stsig.* keys of `st` strictly: only stsig.v1 and
+// stsig.v1.sha256 (kSigUnknownKey otherwise), both or neither; each value is
+// JSON text with no duplicate keys, fixed fields (unknown, missing or
+// mistyped fields: kSigBadRecord), lowercase hex, canonical base64; the
+// digest map's names equal the tensor names exactly (kSigDigestMap). The alg
+// is not checked against the allowlist here (VerifyFile does).
+core::Result<Stsig> ParseStsig(const core::Safetensors& st);
+
+// SignedMessage is M for `record` over `st` (DESIGN.md): metadata minus
+// stsig.*, tensors sorted by name with the digest from `digests` (which must
+// hold exactly one entry per tensor, sorted by name — as ParseStsig returns).
+core::Result<std::vector<uint8_t>> SignedMessage(const core::Safetensors& st,
+                                                 const StsigRecord& record,
+                                                 std::span<const TensorDigest> digests);
+// ContentDigest is D = SHA-256 of M from u64(data_len) on: names the signed
+// content whoever signed it.
+core::Result<core::Sha256Digest> ContentDigest(const core::Safetensors& st,
+                                               std::span<const TensorDigest> digests);
+
+// ---- sign -------------------------------------------------------------------
+
+struct SignOptions {
+  std::string model;
+  uint64_t version = 0;
+  std::optional<uint64_t> created;  // unix seconds; unset: now
+  std::optional<SetRef> set;
+  // Keep other keys' records whose message is unchanged (co-signing). A kept
+  // record by a key listed in `cosigner_keys` must also verify, or it is
+  // dropped; records by unlisted keys are kept when the file's digest map
+  // still matches its tensor bytes (signing never changes what they signed).
+  bool keep_cosignatures = true;
+  std::vector<PublicKey> cosigner_keys;
+  core::Limits limits;
+  core::HashOptions hash;
+};
+
+struct SignResult {
+  StsigRecord record;               // the new record
+  std::vector<uint8_t> message;     // M that was signed
+  size_t kept_records = 0;          // co-signatures carried over
+  size_t dropped_records = 0;       // old records not carried over
+  uint64_t header_bytes = 0;        // N of the written file
+  uint64_t file_size = 0;
+};
+
+// SignFile signs the safetensors file at `path` and writes the result to
+// `out_path` (empty: `path`, in place). The header is rewritten
+// deterministically: tensors in data order as {"dtype","shape",
+// "data_offsets"}, then "__metadata__" with keys sorted bytewise, compact,
+// space-padded so 8 + N is a multiple of 8. Tensor bytes are copied
+// untouched to a temp file beside the output, hashed there (so the
+// signature covers exactly the bytes written), then the file is fsynced and
+// renamed over the output. Mode: the output's if it exists, else the
+// input's. The input must not be a symlink.
+core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key,
+                                  const SignOptions& options,
+                                  const std::string& out_path = "");
+
+// ---- verify -------------------------------------------------------------------
+
+enum class SigStatus : uint8_t { kValid, kInvalid, kMissing, kUntrusted };
+// SigStatusName: "valid" | "invalid" | "missing" | "untrusted".
+std::string_view SigStatusName(SigStatus status);
+
+struct RecordCheck {
+  enum class Outcome : uint8_t { kVerified, kUntrusted, kBadSignature, kUnknownAlg };
+  Outcome outcome = Outcome::kUntrusted;
+  StsigRecord record;
+  std::string key_name;  // the trusted key's name when one matched the kid
+};
+
+struct VerifyOptions {
+  core::Limits limits;
+  core::HashOptions hash;
+  bool follow_symlink = false;
+};
+
+// VerifyResult: `status`, and when it is not kValid, `reason` (code, offset,
+// message naming the record, field or tensor). `records` lists what was
+// found for each record; `file` is the parsed header when parsing passed.
+struct VerifyResult {
+  SigStatus status = SigStatus::kMissing;
+  core::Error reason;
+  std::vector<RecordCheck> records;
+  core::Safetensors file;
+  std::vector<std::string> verified_kids;  // hex, records that verified
+
+  bool valid() const { return status == SigStatus::kValid; }
+};
+
+// VerifyFile opens `path` (O_NOFOLLOW unless options say otherwise), checks
+// it is a regular file, parses the header strictly, checks every stsig.v1
+// record (alg allowlist {ed25519}, kid among `trusted`, Ed25519 over the
+// rebuilt M), then hashes every tensor from the same fd and compares with
+// the signed digests, and finally re-checks the file's identity (dev, ino,
+// size, mtime, ctime).
+//  - kValid: at least one record by a trusted key verified, no record is
+//    malformed, fails, or has an unknown alg, and every tensor matches.
+//    Records by keys not in `trusted` are reported, not judged.
+//  - kMissing: no stsig.* key at all.
+//  - kUntrusted: well-formed records, none by a trusted key (tensors are not
+//    hashed).
+//  - kInvalid: anything else, including a header the core parser rejects.
+// An Error is returned only when the gate could not judge (cannot open or
+// read, not a regular file, file changed while being verified).
+core::Result<VerifyResult> VerifyFile(const std::string& path,
+                                      std::span<const PublicKey> trusted,
+                                      const VerifyOptions& options = {});
+
+// VerifyFd is VerifyFile on an open regular file of `file_size` bytes; it
+// does not re-check identity (the caller owns the fd and does).
+core::Result<VerifyResult> VerifyFd(int fd, uint64_t file_size,
+                                    std::span<const PublicKey> trusted,
+                                    const VerifyOptions& options = {});
+
+}  // namespace modelgate::signer

@@ -1,0 +1,43 @@
+// Private helpers shared by the signer's sources.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelgate/core.h"
+#include "modelgate/signer.h"
+
+namespace modelgate::signer::internal {
+
+// EnsureSodium initialises libsodium once (thread-safe, idempotent).
+core::Status EnsureSodium();
+
+// Base64 is standard base64 with padding (RFC 4648 §4).
+std::string Base64(std::span<const uint8_t> bytes);
+// ParseBase64Exact decodes canonical padded base64 of exactly out.size()
+// bytes: whitespace, missing padding or non-zero spare bits are rejected.
+bool ParseBase64Exact(std::string_view text, std::span<uint8_t> out);
+
+// AppendJsonString appends `s` as a JSON string: `"` and `\` escaped, \b \f
+// \n \r \t short forms, other bytes < 0x20 as \u00xx, everything else
+// (including UTF-8) raw. The same rules as Python's json.dumps(...,
+// ensure_ascii=False) and nlohmann's dump(): the vectors' writer.
+void AppendJsonString(std::string& out, std::string_view s);
+
+// RecordsJson / DigestsJson are the stsig.v1 / stsig.v1.sha256 values:
+// compact, keys sorted. Records are written in the given order.
+std::string RecordsJson(std::span<const StsigRecord> records);
+std::string DigestsJson(std::span<const TensorDigest> digests);
+
+// SerializeHeader is the header text for `st`'s tensors (data order) and
+// `metadata` (written sorted bytewise; may be empty: then __metadata__ is
+// omitted), padded with spaces so 8 + size is a multiple of 8.
+std::string SerializeHeader(const core::Safetensors& st,
+                            std::vector<std::pair<std::string, std::string>> metadata);
+
+// IsStsigKey: the key is reserved (starts "stsig.").
+bool IsStsigKey(std::string_view key);
+
+}  // namespace modelgate::signer::internal

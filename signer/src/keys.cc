@@ -1,0 +1,279 @@
+// Ed25519 keys: generation (libsodium), PKCS#8 / SPKI PEM files, key ids.
+// Every buffer that holds a seed, a secret key, its DER or its PEM text is
+// wiped with sodium_memzero on every path out.
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <sodium.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "internal.h"
+
+namespace modelgate::signer {
+namespace {
+
+using core::Code;
+using core::Error;
+using core::kNoOffset;
+
+// RFC 8410: PKCS#8 v1 PrivateKeyInfo for Ed25519 is this 16-byte prefix and
+// the 32-byte seed; SubjectPublicKeyInfo is this 12-byte prefix and the key.
+constexpr std::array<uint8_t, 16> kPkcs8Prefix = {0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06,
+                                                  0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20};
+constexpr std::array<uint8_t, 12> kSpkiPrefix = {0x30, 0x2a, 0x30, 0x05, 0x06, 0x03,
+                                                 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00};
+constexpr size_t kMaxKeyFileBytes = 64 * 1024;
+
+// Wiped is a fixed buffer that is wiped when it goes out of scope.
+template <size_t N>
+struct Wiped {
+  std::array<uint8_t, N> b{};
+  ~Wiped() { sodium_memzero(b.data(), b.size()); }
+};
+
+// NoPassphrase refuses to decrypt: a gate never prompts on a terminal.
+int NoPassphrase(char*, int, int, void*) { return -1; }
+
+core::Status WriteAll(int fd, std::span<const uint8_t> bytes, const std::string& path) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error{Code::kSigKeyWrite, kNoOffset, "cannot write " + path + ": " + std::strerror(errno)};
+    }
+    done += static_cast<size_t>(n);
+  }
+  return core::OkStatus();
+}
+
+// WriteNewFile creates `path` exclusively (never through a symlink), sets
+// `mode` exactly (umask would only narrow it), writes, fsyncs and closes.
+// On failure after creating the file, it removes it.
+core::Status WriteNewFile(const std::string& path, std::span<const uint8_t> bytes, mode_t mode) {
+  int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, mode);
+  if (fd < 0) {
+    return Error{Code::kSigKeyWrite, kNoOffset,
+                 "cannot create " + path + ": " + std::strerror(errno) +
+                     (errno == EEXIST ? " (keys are never overwritten)" : "")};
+  }
+  core::Status s = core::OkStatus();
+  if (::fchmod(fd, mode) != 0) {
+    s = Error{Code::kSigKeyWrite, kNoOffset, "cannot chmod " + path + ": " + std::strerror(errno)};
+  }
+  if (s.ok()) s = WriteAll(fd, bytes, path);
+  if (s.ok() && ::fsync(fd) != 0) {
+    s = Error{Code::kSigKeyWrite, kNoOffset, "cannot fsync " + path + ": " + std::strerror(errno)};
+  }
+  if (::close(fd) != 0 && s.ok()) {
+    s = Error{Code::kSigKeyWrite, kNoOffset, "cannot close " + path + ": " + std::strerror(errno)};
+  }
+  if (!s.ok()) ::unlink(path.c_str());
+  return s;
+}
+
+// ReadKeyFile reads a small key file into `out` (which the caller wipes).
+core::Status ReadKeyFile(const std::string& path, std::vector<char>& out) {
+  auto f = core::OpenRegularFile(path, /*follow_symlink=*/true);
+  if (!f.ok()) return f.error();
+  const core::OpenedFile& file = f.value();
+  if (file.size > kMaxKeyFileBytes) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 path + ": " + std::to_string(file.size) + " bytes is too large for a key file"};
+  }
+  out.assign(static_cast<size_t>(file.size), '\0');  // sized once: no reallocation copies
+  return core::PreadExact(file.fd, 0,
+                          std::span<uint8_t>(reinterpret_cast<uint8_t*>(out.data()), out.size()));
+}
+
+// PemToPkey decodes one PEM block with OpenSSL.
+template <typename ReadFn>
+EVP_PKEY* PemToPkey(std::string_view pem, ReadFn read) {
+  if (pem.size() > kMaxKeyFileBytes) return nullptr;
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (bio == nullptr) return nullptr;
+  EVP_PKEY* pkey = read(bio);
+  BIO_free(bio);
+  return pkey;
+}
+
+bool IsEd25519(const EVP_PKEY* pkey) { return EVP_PKEY_get_base_id(pkey) == EVP_PKEY_ED25519; }
+
+}  // namespace
+
+// ---- PublicKey ---------------------------------------------------------------
+
+std::string PublicKey::kid_hex() const { return core::HexLower(kid); }
+
+std::vector<uint8_t> SubjectPublicKeyInfoDer(const PublicKey& key) {
+  std::vector<uint8_t> der(kSpkiPrefix.size() + key.raw.size());
+  std::copy(kSpkiPrefix.begin(), kSpkiPrefix.end(), der.begin());
+  std::copy(key.raw.begin(), key.raw.end(), der.begin() + kSpkiPrefix.size());
+  return der;
+}
+
+PublicKey PublicKeyFromRaw(std::span<const uint8_t, kPublicKeyBytes> raw) {
+  PublicKey k;
+  std::copy(raw.begin(), raw.end(), k.raw.begin());
+  core::Sha256Digest d = core::Sha256(SubjectPublicKeyInfoDer(k));
+  std::copy_n(d.begin(), kKeyIdBytes, k.kid.begin());
+  return k;
+}
+
+std::string PublicKeyPem(const PublicKey& key) {
+  return "-----BEGIN PUBLIC KEY-----\n" + internal::Base64(SubjectPublicKeyInfoDer(key)) +
+         "\n-----END PUBLIC KEY-----\n";
+}
+
+core::Result<PublicKey> ParsePublicKeyPem(std::string_view pem) {
+  EVP_PKEY* pkey = PemToPkey(pem, [](BIO* bio) {
+    return PEM_read_bio_PUBKEY(bio, nullptr, NoPassphrase, nullptr);
+  });
+  if (pkey == nullptr) {
+    return Error{Code::kSigKeyFormat, kNoOffset, "not a PEM \"PUBLIC KEY\" (SubjectPublicKeyInfo)"};
+  }
+  std::array<uint8_t, kPublicKeyBytes> raw{};
+  size_t len = raw.size();
+  bool ok = IsEd25519(pkey) && EVP_PKEY_get_raw_public_key(pkey, raw.data(), &len) == 1 &&
+            len == raw.size();
+  EVP_PKEY_free(pkey);
+  if (!ok) return Error{Code::kSigKeyFormat, kNoOffset, "public key is not Ed25519"};
+  return PublicKeyFromRaw(raw);
+}
+
+core::Result<PublicKey> LoadPublicKey(const std::string& path) {
+  std::vector<char> text;
+  core::Status s = ReadKeyFile(path, text);
+  if (!s.ok()) return s.error();
+  auto key = ParsePublicKeyPem(std::string_view(text.data(), text.size()));
+  if (!key.ok()) return Error{key.error().code, kNoOffset, path + ": " + key.error().message};
+  return key;
+}
+
+core::Status WritePublicKeyPem(const PublicKey& key, const std::string& path) {
+  std::string pem = PublicKeyPem(key);
+  return WriteNewFile(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pem.data()), pem.size()),
+                      0644);
+}
+
+// ---- PrivateKey --------------------------------------------------------------
+
+struct PrivateKey::Secret {
+  std::array<uint8_t, kSeedBytes> seed{};
+  std::array<uint8_t, crypto_sign_SECRETKEYBYTES> sk{};  // libsodium: seed || pk
+  Secret() = default;
+  Secret(const Secret&) = delete;
+  Secret& operator=(const Secret&) = delete;
+  ~Secret() {
+    sodium_memzero(seed.data(), seed.size());
+    sodium_memzero(sk.data(), sk.size());
+  }
+};
+
+PrivateKey::PrivateKey(std::unique_ptr<Secret> secret, PublicKey pub)
+    : secret_(std::move(secret)), public_(std::move(pub)) {}
+PrivateKey::PrivateKey(PrivateKey&& other) noexcept = default;
+PrivateKey& PrivateKey::operator=(PrivateKey&& other) noexcept = default;
+PrivateKey::~PrivateKey() = default;
+
+core::Result<PrivateKey> PrivateKey::FromSeed(std::span<const uint8_t, kSeedBytes> seed) {
+  core::Status init = internal::EnsureSodium();
+  if (!init.ok()) return init.error();
+  auto secret = std::make_unique<Secret>();
+  std::copy(seed.begin(), seed.end(), secret->seed.begin());
+  std::array<uint8_t, crypto_sign_PUBLICKEYBYTES> pk{};
+  if (crypto_sign_seed_keypair(pk.data(), secret->sk.data(), secret->seed.data()) != 0) {
+    return Error{Code::kSigCrypto, kNoOffset, "crypto_sign_seed_keypair failed"};
+  }
+  PublicKey pub = PublicKeyFromRaw(pk);
+  return PrivateKey(std::move(secret), std::move(pub));
+}
+
+core::Result<PrivateKey> PrivateKey::Generate() {
+  core::Status init = internal::EnsureSodium();
+  if (!init.ok()) return init.error();
+  auto secret = std::make_unique<Secret>();
+  std::array<uint8_t, crypto_sign_PUBLICKEYBYTES> pk{};
+  if (crypto_sign_keypair(pk.data(), secret->sk.data()) != 0) {
+    return Error{Code::kSigCrypto, kNoOffset, "crypto_sign_keypair failed"};
+  }
+  crypto_sign_ed25519_sk_to_seed(secret->seed.data(), secret->sk.data());
+  PublicKey pub = PublicKeyFromRaw(pk);
+  return PrivateKey(std::move(secret), std::move(pub));
+}
+
+Signature PrivateKey::Sign(std::span<const uint8_t> message) const {
+  Signature sig{};
+  crypto_sign_detached(sig.data(), nullptr, message.data(), message.size(), secret_->sk.data());
+  return sig;
+}
+
+core::Status PrivateKey::WritePem(const std::string& path) const {
+  static constexpr std::string_view kBegin = "-----BEGIN PRIVATE KEY-----\n";
+  static constexpr std::string_view kEnd = "\n-----END PRIVATE KEY-----\n";
+  Wiped<kPkcs8Prefix.size() + kSeedBytes> der;
+  std::copy(kPkcs8Prefix.begin(), kPkcs8Prefix.end(), der.b.begin());
+  std::copy(secret_->seed.begin(), secret_->seed.end(), der.b.begin() + kPkcs8Prefix.size());
+  // 48 bytes are 64 base64 characters: one PEM line.
+  constexpr size_t kB64 = sodium_base64_ENCODED_LEN(der.b.size(), sodium_base64_VARIANT_ORIGINAL);
+  Wiped<kBegin.size() + kB64 - 1 + kEnd.size()> pem;
+  auto* out = reinterpret_cast<char*>(pem.b.data());
+  std::copy(kBegin.begin(), kBegin.end(), out);
+  Wiped<kB64> b64;
+  sodium_bin2base64(reinterpret_cast<char*>(b64.b.data()), b64.b.size(), der.b.data(), der.b.size(),
+                    sodium_base64_VARIANT_ORIGINAL);
+  std::copy_n(b64.b.begin(), kB64 - 1, pem.b.begin() + kBegin.size());
+  std::copy(kEnd.begin(), kEnd.end(), out + kBegin.size() + kB64 - 1);
+  return WriteNewFile(path, pem.b, 0600);
+}
+
+core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem) {
+  EVP_PKEY* pkey = PemToPkey(pem, [](BIO* bio) {
+    return PEM_read_bio_PrivateKey(bio, nullptr, NoPassphrase, nullptr);
+  });
+  if (pkey == nullptr) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "not an unencrypted PKCS#8 \"PRIVATE KEY\" PEM"};
+  }
+  Wiped<kSeedBytes> seed;
+  size_t len = seed.b.size();
+  bool ok = IsEd25519(pkey) && EVP_PKEY_get_raw_private_key(pkey, seed.b.data(), &len) == 1 &&
+            len == seed.b.size();
+  EVP_PKEY_free(pkey);  // frees (and OpenSSL clears) its copy of the key
+  if (!ok) return Error{Code::kSigKeyFormat, kNoOffset, "private key is not Ed25519"};
+  return PrivateKey::FromSeed(seed.b);
+}
+
+core::Result<PrivateKey> LoadPrivateKey(const std::string& path) {
+  std::vector<char> text;
+  core::Status s = ReadKeyFile(path, text);
+  core::Result<PrivateKey> key = s.ok() ? ParsePrivateKeyPem(std::string_view(text.data(), text.size()))
+                                        : core::Result<PrivateKey>(s.error());
+  sodium_memzero(text.data(), text.size());
+  if (!key.ok()) return Error{key.error().code, kNoOffset, path + ": " + key.error().message};
+  return key;
+}
+
+core::Result<KeygenResult> Keygen(const std::string& prefix) {
+  auto key = PrivateKey::Generate();
+  if (!key.ok()) return key.error();
+  KeygenResult out;
+  out.private_path = prefix + ".key";
+  out.public_path = prefix + ".pub";
+  out.public_key = key.value().public_key();
+  core::Status s = key.value().WritePem(out.private_path);
+  if (!s.ok()) return s.error();
+  s = WritePublicKeyPem(out.public_key, out.public_path);
+  if (!s.ok()) {
+    ::unlink(out.private_path.c_str());  // created by us with O_EXCL just above
+    return s.error();
+  }
+  return out;
+}
+
+}  // namespace modelgate::signer

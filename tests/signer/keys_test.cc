@@ -1,0 +1,131 @@
+// Keys: keygen files and modes, O_EXCL/O_NOFOLLOW, openssl interop, and
+// rejection of other key types and encrypted keys.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "signer_test_util.h"
+
+namespace core = modelgate::core;
+namespace signer = modelgate::signer;
+using namespace sigtest;
+
+namespace {
+
+bool HaveOpenssl() { return std::system("openssl version >/dev/null 2>&1") == 0; }
+
+int Run(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1 </dev/null").c_str()); }
+
+}  // namespace
+
+TEST_CASE("keygen: PREFIX.key 0600 PKCS#8 and PREFIX.pub 0644 SPKI", "[signer][keys]") {
+  TempDir dir;
+  const std::string prefix = dir / "release";
+  auto r = signer::Keygen(prefix);
+  REQUIRE(r.ok());
+  CHECK(r.value().private_path == prefix + ".key");
+  CHECK(r.value().public_path == prefix + ".pub");
+  CHECK(ModeOf(prefix + ".key") == 0600);
+  CHECK(ModeOf(prefix + ".pub") == 0644);
+  CHECK(ReadText(prefix + ".key").rfind("-----BEGIN PRIVATE KEY-----\n", 0) == 0);
+  CHECK(ReadText(prefix + ".pub").rfind("-----BEGIN PUBLIC KEY-----\n", 0) == 0);
+
+  auto priv = signer::LoadPrivateKey(prefix + ".key");
+  auto pub = signer::LoadPublicKey(prefix + ".pub");
+  REQUIRE(priv.ok());
+  REQUIRE(pub.ok());
+  CHECK(priv.value().public_key().raw == pub.value().raw);
+  CHECK(pub.value().kid == r.value().public_key.kid);
+  CHECK(pub.value().kid_hex().size() == 32);
+  // kid = SHA-256(SPKI DER)[0..16)
+  core::Sha256Digest d = core::Sha256(signer::SubjectPublicKeyInfoDer(pub.value()));
+  CHECK(std::equal(pub.value().kid.begin(), pub.value().kid.end(), d.begin()));
+
+  // Two keygens give different keys.
+  auto r2 = signer::Keygen(dir / "other");
+  REQUIRE(r2.ok());
+  CHECK(r2.value().public_key.kid != r.value().public_key.kid);
+
+  if (HaveOpenssl()) {
+    CHECK(Run("openssl pkey -in " + prefix + ".key -noout -text") == 0);
+    CHECK(Run("openssl pkey -pubin -in " + prefix + ".pub -noout -text") == 0);
+  }
+}
+
+TEST_CASE("keygen: never overwrites, never follows a symlink, leaves nothing half-made",
+          "[signer][keys]") {
+  TempDir dir;
+  const std::string prefix = dir / "k";
+  REQUIRE(signer::Keygen(prefix).ok());
+  const std::string before = ReadText(prefix + ".key");
+  auto again = signer::Keygen(prefix);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == core::Code::kSigKeyWrite);
+  CHECK(ReadText(prefix + ".key") == before);
+
+  // .pub exists but .key does not: the .key just created is removed again.
+  WriteBytes(dir / "p.pub", Bytes{'x'});
+  auto half = signer::Keygen(dir / "p");
+  REQUIRE_FALSE(half.ok());
+  CHECK(half.error().code == core::Code::kSigKeyWrite);
+  CHECK_FALSE(std::filesystem::exists(dir / "p.key"));
+
+  // A symlink (even dangling) where the key would go is refused.
+  std::filesystem::create_symlink(dir / "target", dir / "s.key");
+  auto link = signer::Keygen(dir / "s");
+  REQUIRE_FALSE(link.ok());
+  CHECK_FALSE(std::filesystem::exists(dir / "target"));
+}
+
+TEST_CASE("keys: openssl genpkey Ed25519 keys load; other types and encrypted keys do not",
+          "[signer][keys]") {
+  if (!HaveOpenssl()) {
+    WARN("openssl not installed; skipped");
+    return;
+  }
+  TempDir dir;
+  REQUIRE(Run("openssl genpkey -algorithm ed25519 -out " + dir / "o.key") == 0);
+  REQUIRE(Run("openssl pkey -in " + dir / "o.key" + " -pubout -out " + dir / "o.pub") == 0);
+  auto priv = signer::LoadPrivateKey(dir / "o.key");
+  auto pub = signer::LoadPublicKey(dir / "o.pub");
+  REQUIRE(priv.ok());
+  REQUIRE(pub.ok());
+  CHECK(priv.value().public_key().kid == pub.value().kid);
+  // Our SPKI PEM is what openssl writes.
+  CHECK(signer::PublicKeyPem(pub.value()) == ReadText(dir / "o.pub"));
+
+  REQUIRE(Run("openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out " + dir / "ec.key") == 0);
+  REQUIRE(Run("openssl pkey -in " + dir / "ec.key" + " -pubout -out " + dir / "ec.pub") == 0);
+  auto ec = signer::LoadPrivateKey(dir / "ec.key");
+  REQUIRE_FALSE(ec.ok());
+  CHECK(ec.error().code == core::Code::kSigKeyFormat);
+  auto ecpub = signer::LoadPublicKey(dir / "ec.pub");
+  REQUIRE_FALSE(ecpub.ok());
+  CHECK(ecpub.error().code == core::Code::kSigKeyFormat);
+
+  // Encrypted: refused without prompting (stdin is /dev/null in Run, and
+  // the library never asks).
+  REQUIRE(Run("openssl pkey -in " + dir / "o.key" + " -aes256 -passout pass:pw -out " + dir / "enc.key") == 0);
+  auto enc = signer::LoadPrivateKey(dir / "enc.key");
+  REQUIRE_FALSE(enc.ok());
+  CHECK(enc.error().code == core::Code::kSigKeyFormat);
+
+  // A public key where a private key is expected, garbage, empty.
+  CHECK(signer::LoadPrivateKey(dir / "o.pub").error().code == core::Code::kSigKeyFormat);
+  CHECK(signer::ParsePrivateKeyPem("").error().code == core::Code::kSigKeyFormat);
+  CHECK(signer::ParsePublicKeyPem("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+            .error()
+            .code == core::Code::kSigKeyFormat);
+  CHECK(signer::LoadPrivateKey(dir / "missing.key").error().code == core::Code::kIoOpen);
+}
+
+TEST_CASE("keys: a key signs, the matching public key verifies, another does not", "[signer][keys]") {
+  auto a = signer::PrivateKey::Generate();
+  REQUIRE(a.ok());
+  signer::PrivateKey moved = std::move(a).value();  // moves the pointer, not the secret
+  Bytes msg = {1, 2, 3};
+  signer::Signature sig = moved.Sign(msg);
+  signer::PrivateKey b = TestKey();
+  CHECK(sig != b.Sign(msg));
+  CHECK(moved.public_key().kid != b.public_key().kid);
+}
