@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config python3
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
-  libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2
+  libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2 zlib1g-dev
 )
 
 missing=()

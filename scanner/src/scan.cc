@@ -28,8 +28,8 @@ bool MayCarryCode(Format f) {
 }  // namespace
 
 Finding FindingFromError(const core::Error& e) {
-  return Finding{std::string(core::FindingId(e.code)), core::DefaultSeverity(e.code), e.message,
-                 e.offset, ""};
+  return MakeFinding(std::string(core::FindingId(e.code)), core::DefaultSeverity(e.code),
+                     e.message, e.offset);
 }
 
 FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOptions& options) {
@@ -67,19 +67,17 @@ FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOption
     return out;
   }
   if (MayCarryCode(out.format)) {
-    out.findings.push_back(Finding{
+    out.findings.push_back(MakeFinding(
         "MG-FMT-NOT-ANALYZED", core::Severity::kHigh,
         "format " + std::string(FormatName(out.format)) +
-            " can carry executable pickle data and is not analyzed by this version; rejected",
-        core::kNoOffset, ""});
+            " can carry executable pickle data and is not analyzed by this version; rejected"));
   } else if (out.format == Format::kUnknown) {
-    out.findings.push_back(Finding{"MG-FMT-UNKNOWN", core::Severity::kInfo,
-                                   "not a recognized model format", core::kNoOffset, ""});
+    out.findings.push_back(
+        MakeFinding("MG-FMT-UNKNOWN", core::Severity::kInfo, "not a recognized model format"));
   } else {
-    out.findings.push_back(Finding{
+    out.findings.push_back(MakeFinding(
         "MG-FMT-NOT-ANALYZED", core::Severity::kMedium,
-        "format " + std::string(FormatName(out.format)) + " is not analyzed by this version",
-        core::kNoOffset, ""});
+        "format " + std::string(FormatName(out.format)) + " is not analyzed by this version"));
   }
   return out;
 }

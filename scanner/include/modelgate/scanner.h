@@ -36,16 +36,52 @@ struct Finding {
   std::string id;  // MG-<AREA>-<NAME>
   core::Severity severity = core::Severity::kInfo;
   std::string message;
+  // Absolute byte offset in the file, where one exists.
   uint64_t offset = core::kNoOffset;
-  std::string member;  // path inside an archive, "" for the file itself
+  // Path inside an archive ("a.zip!inner.npy" style chains joined by '!'),
+  // "" for the file itself.
+  std::string member;
+  // Byte offset inside the member's (decompressed) bytes, where one exists.
+  uint64_t member_offset = core::kNoOffset;
+  // For pickle findings: the opcode and the resolved global, "" otherwise.
+  std::string opcode;
+  std::string global;
 };
+
+// MakeFinding builds a finding for the file itself or for an archive member.
+inline Finding MakeFinding(std::string id, core::Severity severity, std::string message,
+                           uint64_t offset = core::kNoOffset, std::string member = "") {
+  Finding f;
+  f.id = std::move(id);
+  f.severity = severity;
+  f.message = std::move(message);
+  f.offset = offset;
+  f.member = std::move(member);
+  return f;
+}
 
 // FindingFromError turns a core error into a finding with its default
 // severity.
 Finding FindingFromError(const core::Error& e);
 
+// ContainerLimits bound what the scanner unpacks; each has tests at N and
+// N+1. Hitting one is a high finding (the file was not fully judged).
+struct ContainerLimits {
+  uint64_t max_zip_entries = 1'000'000;
+  uint64_t max_central_dir_bytes = 256ull << 20;
+  // One member (or decompressed stream) held in memory for analysis.
+  uint64_t max_member_bytes = 1ull << 30;
+  // Archives / compressed streams inside each other.
+  uint64_t max_nesting_depth = 4;
+  // Decompressed output / compressed input, per stream.
+  uint64_t max_expansion_ratio = 1000;
+  // All bytes decompressed for one file, across members and layers.
+  uint64_t max_total_decompressed_bytes = 4ull << 30;
+};
+
 struct ScanOptions {
   core::Limits limits;
+  ContainerLimits containers;
 };
 
 // FileScan is everything the scanner learned about one file.
@@ -69,3 +105,156 @@ struct FileScan {
 FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOptions& options);
 
 }  // namespace modelgate::scanner
+
+// --- pickle analysis ---
+// Static analysis of pickle streams (protocols 0-5): a symbolic copy of
+// CPython's C unpickler (Modules/_pickle.c) that runs no code. It resolves
+// every global the stream would import, every call it would make and every
+// point where the stream breaks, and classifies each global against an
+// allowlist of what plain weight files need. Owned by the pickle machine
+// (scanner/src/pickle*.cc).
+namespace modelgate::scanner {
+
+// PickleLimits bound the work and memory of one analysis. Each has tests at
+// N and N+1; hitting one stops the stream it was hit in and is reported as
+// MG-PK-LIMIT (high): the file was not fully judged.
+struct PickleLimits {
+  // Opcodes executed per stream (a torch state dict needs ~30 per tensor).
+  uint64_t max_opcodes = 100'000'000;
+  // Objects plus marks on the unpickler stack (CPython writes batches of
+  // 1000, so real pickles stay in the thousands).
+  uint64_t max_stack_depth = 1'000'000;
+  // Distinct memo indices (torch memoizes ~10 objects per tensor, so this
+  // is ~100k tensors in one pickle; ~150 bytes each when full).
+  uint64_t max_memo_entries = 1'000'000;
+  // Bytes of decoded text (STRING/UNICODE escapes) kept per stream. Literal
+  // strings and bytes are referenced in place and do not count.
+  uint64_t max_string_bytes = 64ull << 20;
+  // Nested pickles (torch.storage._load_from_bytes) scanned inside pickles.
+  uint64_t max_nesting = 4;
+  // Pickle streams per input (torch's legacy format has five).
+  uint64_t max_streams = 64;
+  // Imports, calls and anomalies recorded per input.
+  uint64_t max_records = 100'000;
+};
+
+// GlobalClass is what an imported global is allowed to be.
+enum class GlobalClass : uint8_t {
+  kSafe,      // on the allowlist of plain tensor/array rebuilding globals
+  kUnknown,   // anything else: "unknown import; needs review"
+  kCritical,  // a known code-execution / system-access global
+};
+std::string_view GlobalClassName(GlobalClass c);  // "safe" | "unknown" | "critical"
+
+// ClassifyGlobal classifies `module`.`qualname` exactly as the analyzer does
+// (after any Python 2 name mapping). `reason`, if given, says why.
+GlobalClass ClassifyGlobal(std::string_view module, std::string_view qualname,
+                           std::string* reason = nullptr);
+
+// PickleImport is one global the stream imports (find_class / EXT lookup).
+struct PickleImport {
+  std::string module;           // as imported (after the Python 2 mapping)
+  std::string qualname;         // may be dotted (protocol 4 walks it)
+  std::string written_module;   // as written in the stream, before mapping
+  std::string written_qualname;
+  uint64_t offset = 0;          // absolute offset of the importing opcode
+  std::string opcode;           // GLOBAL, STACK_GLOBAL, INST, EXT1/2/4
+  std::string resolved_by;      // how the name was found, e.g. "memo 3 + memo 4"
+  GlobalClass safety = GlobalClass::kUnknown;
+  std::string reason;           // why critical/unknown; "" when safe
+  bool py2_mapped = false;      // _compat_pickle mapping changed the name
+  bool ext_code = false;        // EXT1/2/4: copyreg extension registry code
+  bool name_truncated = false;  // name longer than max_string_bytes allowed
+  bool nesting = false;         // an allowed loader whose argument is scanned
+  uint32_t stream = 0;          // index into PickleAnalysis::streams
+  std::string FullName() const { return module + "." + qualname; }
+};
+
+// PickleCall is one point where loading runs code chosen by the stream.
+struct PickleCall {
+  std::string opcode;       // REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST, BUILD,
+                            // APPEND(S), SETITEM(S), ADDITEMS, PERSID, BINPERSID
+  std::string callee;       // "module.qualname", or "<result of module.qualname>",
+                            // "<persistent object>", ... (untrusted: Quote it)
+  int64_t import_index = -1;  // the import the callee comes from, or -1
+  uint64_t offset = 0;
+  bool allowed = false;     // the callee is allowlisted for this operation
+  // True when the call is reported on its own (MG-PK-CALL-NOT-ALLOWED);
+  // false when the import finding of the callee already covers it.
+  bool flagged = false;
+  std::string reason;
+  uint32_t stream = 0;
+  // Allowed calls are folded per (opcode, callee, stream): how many times
+  // this one ran. Calls that are not allowed are recorded one by one.
+  uint64_t count = 1;
+};
+
+enum class PickleAnomalyKind : uint8_t {
+  kMalformed,     // MG-PK-MALFORMED: load fails here (or would raise)
+  kDisagreement,  // MG-PK-DISAGREEMENT: pickle and pickletools/pickle.py differ
+  kLimit,         // MG-PK-LIMIT
+  kPy2Mapping,    // MG-PK-PY2-MAPPING
+  kNested,        // MG-PK-NESTED-PICKLE
+  kTrailingData,  // MG-PK-TRAILING-DATA: bytes after the last pickle
+};
+
+struct PickleAnomaly {
+  PickleAnomalyKind kind = PickleAnomalyKind::kMalformed;
+  core::Severity severity = core::Severity::kHigh;
+  uint64_t offset = core::kNoOffset;
+  std::string opcode;   // the opcode at `offset`, "" if none
+  std::string message;  // untrusted parts already Quoted
+  uint32_t stream = 0;
+};
+
+// PickleStream is one pickle (PROTO...STOP) in the input.
+struct PickleStream {
+  uint64_t offset = 0;        // absolute offset of its first opcode
+  uint64_t end = 0;           // offset just past STOP, or of the failing opcode
+  int protocol = 0;           // protocol in force at the end (0 if no PROTO)
+  int declared_protocol = -1; // first PROTO's argument, -1 if none
+  int max_opcode_protocol = 0;  // highest protocol among the opcodes used
+  bool complete = false;      // reached STOP
+  uint64_t error_offset = core::kNoOffset;
+  std::string error;          // why it stopped early ("" when complete)
+  uint64_t opcode_count = 0;
+  uint32_t depth = 0;         // 0 for the input, 1+ for nested pickles
+  uint64_t parent_offset = core::kNoOffset;  // nested: offset of the loader call
+};
+
+struct PickleAnalysis {
+  std::vector<PickleStream> streams;
+  std::vector<PickleImport> imports;
+  std::vector<PickleCall> calls;
+  std::vector<PickleAnomaly> anomalies;
+  bool limit_hit = false;
+  uint64_t records_dropped = 0;  // records beyond max_records
+};
+
+struct PickleOptions {
+  PickleLimits limits;
+  // Extra exact (module, qualname) pairs treated as safe (a policy's
+  // extraAllowedGlobals). A critical global stays critical.
+  std::vector<std::pair<std::string, std::string>> extra_safe_globals;
+};
+
+// AnalyzePickle runs the pickle machine over `bytes`, which start at
+// absolute file offset `base_offset`: the first pickle at 0, then every
+// further pickle that follows a STOP. Never throws, never executes.
+PickleAnalysis AnalyzePickle(std::span<const uint8_t> bytes, const PickleOptions& options = {},
+                             uint64_t base_offset = 0);
+
+// PickleFindings turns an analysis into findings with stable MG-PK-* ids:
+// MG-PK-PICKLE-FORMAT (medium, exactly one per analyzed input),
+// MG-PK-CRITICAL-IMPORT, MG-PK-EXT-CODE, MG-PK-CALL-NOT-ALLOWED (critical),
+// MG-PK-UNKNOWN-IMPORT, MG-PK-MALFORMED, MG-PK-DISAGREEMENT, MG-PK-LIMIT
+// (high), MG-PK-NESTED-PICKLE (info..critical), MG-PK-TRAILING-DATA (low),
+// MG-PK-PY2-MAPPING (info). Repeats of one global are folded into one
+// finding at its first offset.
+std::vector<Finding> PickleFindings(const PickleAnalysis& analysis);
+
+// PickleOpcodeName is pickletools' name for opcode byte `op` ("" if none).
+std::string_view PickleOpcodeName(uint8_t op);
+
+}  // namespace modelgate::scanner
+// --- end pickle analysis ---
