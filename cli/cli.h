@@ -13,10 +13,18 @@ namespace modelgate::cli {
 enum class Verdict { kPass, kReject, kError };
 const char* VerdictName(Verdict v);
 
+// SignatureReport is the `signature` object of a file's report.
+struct SignatureReport {
+  std::string status = "not-checked";  // valid|invalid|missing|untrusted|not-checked
+  std::vector<std::string> key_ids;     // records that verified
+  std::vector<std::string> key_names;   // their trusted keys' names
+};
+
 // FileReport is one file's line in a report.
 struct FileReport {
   scanner::FileScan scan;
   Verdict verdict = Verdict::kPass;
+  SignatureReport signature;
 };
 
 struct Summary {
@@ -60,6 +68,15 @@ bool WriteOutput(const std::string& out_path, const std::string& text);
 
 int RunScan(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
+int RunKeygen(const std::vector<std::string>& args);
+int RunSign(const std::vector<std::string>& args);
+int RunVerify(const std::vector<std::string>& args);
+
+// EmitReport renders `report` as opts say, writes it, and returns the exit
+// code the contract gives it (2 if anything could not be judged or the
+// report could not be written, else 1 if anything was rejected, else 0).
+struct CommonOptions;
+int EmitReport(Report& report, const CommonOptions& opts);
 
 // Usage prints `message` and the usage text to stderr; returns exit code 2.
 int Usage(const std::string& message);

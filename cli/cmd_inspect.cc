@@ -118,7 +118,7 @@ std::string RenderInspectJson(const scanner::FileScan& s, Verdict verdict,
 int RunInspect(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
-  if (!ParseCommon(args, &opts, &error)) return Usage(error);
+  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on"}, &opts, &error)) return Usage(error);
   if (opts.paths.size() != 1) return Usage("inspect takes exactly one FILE");
 
   scanner::ScanOptions scan_options;

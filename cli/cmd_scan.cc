@@ -12,7 +12,7 @@ namespace modelgate::cli {
 int RunScan(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
-  if (!ParseCommon(args, &opts, &error)) return Usage(error);
+  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on"}, &opts, &error)) return Usage(error);
   if (opts.paths.empty()) return Usage("scan needs at least one PATH");
 
   scanner::ScanOptions scan_options;
@@ -29,8 +29,12 @@ int RunScan(const std::vector<std::string>& args) {
     fr.verdict = Judge(fr.scan, opts.fail_on);
     report.files.push_back(std::move(fr));
   }
-  report.summary = Summarize(report.files);
+  return EmitReport(report, opts);
+}
 
+int EmitReport(Report& report, const CommonOptions& opts) {
+  report.summary = Summarize(report.files);
+  if (report.files.empty() && !opts.quiet) std::cerr << "modelgate: no files found\n";
   const bool tty = opts.out_path.empty() && ::isatty(STDOUT_FILENO) == 1;
   const bool color = tty && std::getenv("NO_COLOR") == nullptr;
   const std::string text = opts.format == "json" ? RenderJson(report) : RenderText(report, color);

@@ -15,6 +15,9 @@ int Usage(const std::string& message) {
       "usage:\n"
       "  modelgate scan    [-f text|json] [-o FILE] [--fail-on SEV] [-q] PATH...\n"
       "  modelgate inspect [-f text|json] [-o FILE] FILE\n"
+      "  modelgate keygen  --out PREFIX        (PREFIX.key 0600, PREFIX.pub)\n"
+      "  modelgate sign    --key FILE [-o OUT] [--model ID] [--version N] PATH\n"
+      "  modelgate verify  --pubkey FILE [--pubkey FILE...] [-f text|json] [-o FILE] PATH...\n"
       "  modelgate --version\n"
       "SEV is critical|high|medium|low|info (default high).\n"
       "Exit codes: 0 every file passed, 1 a file was rejected, 2 usage/IO error.\n";
@@ -40,7 +43,10 @@ int main(int argc, char** argv) {
     }
     if (cmd == "scan") return RunScan(args);
     if (cmd == "inspect") return RunInspect(args);
-    if (cmd == "verify" || cmd == "sign" || cmd == "keygen" || cmd == "check") {
+    if (cmd == "keygen") return RunKeygen(args);
+    if (cmd == "sign") return RunSign(args);
+    if (cmd == "verify") return RunVerify(args);
+    if (cmd == "check") {
       std::cerr << "modelgate: '" << cmd << "' is not implemented in this version\n";
       return kExitCannotJudge;
     }

@@ -1,8 +1,22 @@
 #include "options.h"
 
-namespace modelgate::cli {
+#include <algorithm>
 
-bool ParseCommon(const std::vector<std::string>& args, CommonOptions* opts, std::string* error) {
+namespace modelgate::cli {
+namespace {
+
+// Long spellings of the short options, so one allowlist names both.
+std::string_view Canonical(std::string_view a) {
+  if (a == "--format") return "-f";
+  if (a == "--output") return "-o";
+  if (a == "--quiet") return "-q";
+  return a;
+}
+
+}  // namespace
+
+bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::string_view>& allowed,
+                  CommonOptions* opts, std::string* error) {
   bool only_paths = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -16,9 +30,22 @@ bool ParseCommon(const std::vector<std::string>& args, CommonOptions* opts, std:
     };
     if (only_paths || a.empty() || a[0] != '-' || a == "-") {
       opts->paths.push_back(a);
-    } else if (a == "--") {
+      continue;
+    }
+    if (a == "--") {
       only_paths = true;
-    } else if (a == "-f" || a == "--format") {
+      continue;
+    }
+    const std::string_view opt = Canonical(a);
+    if (std::find(allowed.begin(), allowed.end(), opt) == allowed.end()) {
+      if (opt == "--policy" || opt == "--yara-rules") {
+        *error = a + " is not implemented in this version";
+      } else {
+        *error = "unknown option '" + a + "'";
+      }
+      return false;
+    }
+    if (opt == "-f") {
       if (!value(&opts->format)) return false;
       if (opts->format == "sarif") {
         *error = "-f sarif is not implemented in this version (use text or json)";
@@ -28,23 +55,43 @@ bool ParseCommon(const std::vector<std::string>& args, CommonOptions* opts, std:
         *error = "unknown format '" + opts->format + "' (text or json)";
         return false;
       }
-    } else if (a == "-o" || a == "--output") {
+    } else if (opt == "-o") {
       if (!value(&opts->out_path)) return false;
-    } else if (a == "--fail-on") {
+    } else if (opt == "--fail-on") {
       std::string sev;
       if (!value(&sev)) return false;
       if (!core::ParseSeverity(sev, &opts->fail_on)) {
         *error = "unknown severity '" + sev + "' (critical, high, medium, low, info)";
         return false;
       }
-    } else if (a == "-q" || a == "--quiet") {
+    } else if (opt == "-q") {
       opts->quiet = true;
-    } else if (a == "--policy" || a == "--yara-rules") {
-      *error = a + " is not implemented in this version";
-      return false;
-    } else {
-      *error = "unknown option '" + a + "'";
-      return false;
+    } else if (opt == "--pubkey") {
+      std::string v;
+      if (!value(&v)) return false;
+      opts->pubkeys.push_back(std::move(v));
+    } else if (opt == "--key") {
+      if (!value(&opts->key)) return false;
+    } else if (opt == "--out") {
+      if (!value(&opts->out_prefix)) return false;
+    } else if (opt == "--model") {
+      if (!value(&opts->model)) return false;
+    } else if (opt == "--version") {
+      std::string v;
+      if (!value(&v)) return false;
+      uint64_t n = 0;
+      bool ok = !v.empty() && v.size() <= 20;
+      for (char c : v) {
+        ok = ok && c >= '0' && c <= '9' && !__builtin_mul_overflow(n, 10u, &n) &&
+             !__builtin_add_overflow(n, static_cast<uint64_t>(c - '0'), &n);
+      }
+      if (!ok) {
+        *error = "--version needs an unsigned 64-bit integer, not '" + v + "'";
+        return false;
+      }
+      opts->version = n;
+    } else if (opt == "--detached") {
+      opts->detached = true;
     }
   }
   return true;

@@ -1,7 +1,10 @@
 // Command-line option parsing shared by the subcommands.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "modelgate/core.h"
@@ -13,11 +16,19 @@ struct CommonOptions {
   std::string out_path;         // -o; empty = stdout
   core::Severity fail_on = core::Severity::kHigh;
   bool quiet = false;
+  std::vector<std::string> pubkeys;  // --pubkey (repeatable)
+  std::string key;                   // --key
+  std::string out_prefix;            // keygen --out
+  std::string model;                 // sign --model
+  std::optional<uint64_t> version;   // sign --version
+  bool detached = false;             // sign --detached
   std::vector<std::string> paths;
 };
 
-// ParseCommon reads the options every subcommand shares. On a usage error it
-// returns false with `*error` set.
-bool ParseCommon(const std::vector<std::string>& args, CommonOptions* opts, std::string* error);
+// ParseOptions reads `args`, accepting only the options named in `allowed`
+// (their long spellings, e.g. "--pubkey"; "-f", "-o" and "-q" by their
+// short ones). On a usage error it returns false with `*error` set.
+bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::string_view>& allowed,
+                  CommonOptions* opts, std::string* error);
 
 }  // namespace modelgate::cli

@@ -72,11 +72,23 @@ std::string RenderText(const Report& report, bool color) {
     out += std::string(on) + label + reset + "  " + path + "  (" +
            std::string(scanner::FormatName(s.format)) + ", " + std::to_string(s.size) + " bytes";
     if (s.safetensors) out += ", " + std::to_string(s.safetensors->tensors.size()) + " tensors";
+    if (f.signature.status != "not-checked") out += ", signature " + f.signature.status;
     out += ")\n";
+    for (size_t i = 0; i < f.signature.key_ids.size(); ++i) {
+      out += "  signed by key " + f.signature.key_ids[i];
+      if (i < f.signature.key_names.size() && !f.signature.key_names[i].empty()) {
+        out += " (" + core::Quoted(f.signature.key_names[i]) + ")";
+      }
+      out += "\n";
+    }
     for (const auto& fd : s.findings) {
       out += "  " + path;
-      if (!fd.member.empty()) out += "!" + core::Quoted(fd.member);
-      if (fd.offset != core::kNoOffset) out += ":" + std::to_string(fd.offset);
+      if (!fd.member.empty()) {
+        out += "!" + core::Quoted(fd.member);
+        if (fd.member_offset != core::kNoOffset) out += ":" + std::to_string(fd.member_offset);
+      } else if (fd.offset != core::kNoOffset) {
+        out += ":" + std::to_string(fd.offset);
+      }
       out += ": " + std::string(Paint(color, fd.severity)) + fd.id + " (" +
              std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " + fd.message + "\n";
     }
@@ -108,10 +120,19 @@ std::string RenderJson(const Report& report) {
       x["message"] = fd.message;
       if (fd.offset != core::kNoOffset) x["offset"] = fd.offset;
       if (!fd.member.empty()) x["member"] = fd.member;
+      if (fd.member_offset != core::kNoOffset) x["member_offset"] = fd.member_offset;
+      if (!fd.opcode.empty()) x["opcode"] = fd.opcode;
+      if (!fd.global.empty()) x["global"] = fd.global;
       findings.push_back(std::move(x));
     }
     j["findings"] = std::move(findings);
-    j["signature"] = {{"status", "not-checked"}};
+    ordered_json sig{{"status", f.signature.status}};
+    if (!f.signature.key_ids.empty()) {
+      sig["key_id"] = f.signature.key_ids.front();  // the contract's single id
+      sig["key_ids"] = f.signature.key_ids;
+      sig["key_names"] = f.signature.key_names;
+    }
+    j["signature"] = std::move(sig);
     if (s.safetensors) j["tensors"] = s.safetensors->tensors.size();
     files.push_back(std::move(j));
   }

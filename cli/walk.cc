@@ -33,7 +33,7 @@ std::string Join(const std::string& dir, const std::string& name) {
 }
 
 scanner::Finding Walk(std::string id, core::Severity sev, std::string message) {
-  return scanner::Finding{std::move(id), sev, std::move(message), core::kNoOffset, ""};
+  return scanner::MakeFinding(std::move(id), sev, std::move(message));
 }
 
 void WalkDir(const std::string& dir, const std::string& root_real, int depth,
