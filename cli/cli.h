@@ -56,6 +56,9 @@ struct Target {
 std::vector<Target> ExpandPaths(const std::vector<std::string>& paths);
 
 std::string RenderText(const Report& report, bool color);
+// FindingLine is one finding as a text line: `  PATH[!MEMBER][:OFFSET]: ID
+// (severity): message`, with `path` already made displayable.
+std::string FindingLine(const std::string& path, const scanner::Finding& f, bool color);
 std::string RenderJson(const Report& report);
 
 // DisplayPath returns `path` as is when it is printable UTF-8, else quoted

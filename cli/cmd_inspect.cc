@@ -10,6 +10,31 @@
 namespace modelgate::cli {
 namespace {
 
+// One imported global per (member, name), first offset, times imported.
+struct FoldedImport {
+  std::string member, name, module, qualname, safety, opcode, reason;
+  uint64_t offset = 0, count = 0;
+};
+
+std::vector<FoldedImport> FoldImports(const scanner::FileScan& s) {
+  std::vector<FoldedImport> out;
+  std::map<std::pair<std::string, std::string>, size_t> seen;
+  for (const auto& i : s.imports) {
+    const auto& p = i.pickle;
+    auto key = std::make_pair(i.member, p.FullName());
+    auto it = seen.find(key);
+    if (it != seen.end()) {
+      ++out[it->second].count;
+      continue;
+    }
+    seen.emplace(key, out.size());
+    out.push_back(FoldedImport{i.member, p.FullName(), p.module, p.qualname,
+                               std::string(scanner::GlobalClassName(p.safety)), p.opcode,
+                               p.reason, p.offset, 1});
+  }
+  return out;
+}
+
 struct DtypeStats {
   uint64_t tensors = 0, parameters = 0, bytes = 0;
 };
@@ -38,10 +63,15 @@ std::string RenderInspectText(const scanner::FileScan& s, Verdict verdict,
   out += "format:      " + std::string(scanner::FormatName(s.format)) + "\n";
   out += "size:        " + Grouped(s.size) + " bytes\n";
   out += "verdict:     " + std::string(VerdictName(verdict)) + "\n";
-  for (const auto& f : s.findings) {
-    out += "  " + path + (f.offset != core::kNoOffset ? ":" + std::to_string(f.offset) : "") +
-           ": " + f.id + " (" + std::string(core::SeverityName(f.severity)) + "): " + f.message +
-           "\n";
+  for (const auto& f : s.findings) out += FindingLine(path, f, /*color=*/false);
+  if (!s.imports.empty()) {
+    out += "imports (global, safety, member:offset, opcode; what loading would import):\n";
+    for (const auto& g : FoldImports(s)) {
+      out += "  " + core::Quoted(g.name) + "  " + g.safety + "  " +
+             (g.member.empty() ? "" : core::Quoted(g.member) + ":") + std::to_string(g.offset) +
+             "  " + g.opcode + (g.count > 1 ? "  (x" + std::to_string(g.count) + ")" : "") +
+             (g.reason.empty() ? "" : "  " + g.reason) + "\n";
+    }
   }
   if (!s.safetensors) return out;
   const auto& st = *s.safetensors;
@@ -85,6 +115,18 @@ std::string RenderInspectJson(const scanner::FileScan& s, Verdict verdict,
     findings.push_back(std::move(x));
   }
   doc["findings"] = std::move(findings);
+  if (!s.imports.empty()) {
+    ordered_json imports = ordered_json::array();
+    for (const auto& g : FoldImports(s)) {
+      ordered_json x{{"global", g.name}, {"module", g.module}, {"qualname", g.qualname},
+                     {"safety", g.safety}, {"offset", g.offset}, {"opcode", g.opcode},
+                     {"count", g.count}};
+      if (!g.member.empty()) x["member"] = g.member;
+      if (!g.reason.empty()) x["reason"] = g.reason;
+      imports.push_back(std::move(x));
+    }
+    doc["imports"] = std::move(imports);
+  }
   if (s.safetensors) {
     const auto& st = *s.safetensors;
     doc["header_bytes"] = st.header_bytes;

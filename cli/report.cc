@@ -61,6 +61,19 @@ const char* Paint(bool color, core::Severity s) {
 
 }  // namespace
 
+std::string FindingLine(const std::string& path, const scanner::Finding& fd, bool color) {
+  const char* reset = color ? "\033[0m" : "";
+  std::string out = "  " + path;
+  if (!fd.member.empty()) {
+    out += "!" + core::Quoted(fd.member);
+    if (fd.member_offset != core::kNoOffset) out += ":" + std::to_string(fd.member_offset);
+  } else if (fd.offset != core::kNoOffset) {
+    out += ":" + std::to_string(fd.offset);
+  }
+  return out + ": " + Paint(color, fd.severity) + fd.id + " (" +
+         std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " + fd.message + "\n";
+}
+
 std::string RenderText(const Report& report, bool color) {
   std::string out;
   const char* reset = color ? "\033[0m" : "";
@@ -81,17 +94,7 @@ std::string RenderText(const Report& report, bool color) {
       }
       out += "\n";
     }
-    for (const auto& fd : s.findings) {
-      out += "  " + path;
-      if (!fd.member.empty()) {
-        out += "!" + core::Quoted(fd.member);
-        if (fd.member_offset != core::kNoOffset) out += ":" + std::to_string(fd.member_offset);
-      } else if (fd.offset != core::kNoOffset) {
-        out += ":" + std::to_string(fd.offset);
-      }
-      out += ": " + std::string(Paint(color, fd.severity)) + fd.id + " (" +
-             std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " + fd.message + "\n";
-    }
+    for (const auto& fd : s.findings) out += FindingLine(path, fd, color);
   }
   const auto& sm = report.summary;
   out += std::to_string(sm.files) + " files: " + std::to_string(sm.passed) + " passed, " +

@@ -6,9 +6,9 @@
 namespace modelgate::scanner {
 namespace {
 
-constexpr std::array<std::string_view, 16> kFormatNames = {
+constexpr std::array<std::string_view, 17> kFormatNames = {
     "unknown", "safetensors", "pickle", "pytorch-zip", "pytorch-tar", "numpy", "numpy-zip",
-    "joblib", "zip", "tar", "gzip", "bzip2", "xz", "7z", "gguf", "onnx",
+    "joblib", "zip", "tar", "gzip", "bzip2", "xz", "7z", "gguf", "onnx", "zlib",
 };
 
 bool StartsWith(std::span<const uint8_t> b, std::string_view magic, size_t at = 0) {
@@ -53,6 +53,11 @@ Format DetectFormat(std::span<const uint8_t> head, uint64_t file_size, std::stri
   if (StartsWith(head, "7z\xbc\xaf\x27\x1c")) return Format::kSevenZip;
   if (StartsWith(head, "ustar", 257)) return Format::kTar;
   if (StartsWith(head, "GGUF")) return Format::kGguf;
+  // A zlib stream (joblib's compress=True): CMF 0x78 (deflate, 32K window)
+  // and a header checksum that divides by 31.
+  if (head.size() >= 2 && head[0] == 0x78 && ((head[0] << 8) | head[1]) % 31 == 0) {
+    return Format::kZlib;
+  }
   // Protocol 0/1 pickles have no magic; the common openings (GLOBAL, MARK)
   // with a STOP as the last byte are treated as pickle. The scanner issue
   // replaces this with a real opcode walk.

@@ -65,6 +65,8 @@ std::vector<Finding> PickleFindings(const PickleAnalysis& a) {
     if (imp.safety == GlobalClass::kSafe) continue;
     Finding f;
     f.offset = imp.offset;
+    f.opcode = imp.opcode;
+    f.global = imp.FullName();
     std::string name = Quoted(imp.FullName());
     std::string written;
     if (imp.py2_mapped) written = " (written " + Quoted(imp.written_module + "." + imp.written_qualname) + ")";
@@ -93,6 +95,8 @@ std::vector<Finding> PickleFindings(const PickleAnalysis& a) {
     f.id = "MG-PK-CALL-NOT-ALLOWED";
     f.severity = Severity::kCritical;
     f.offset = c.offset;
+    f.opcode = c.opcode;
+    f.global = c.callee;
     f.message = c.opcode + " at " + std::to_string(c.offset) + " calls " + Quoted(c.callee) + ": " +
                 c.reason;
     Fold(&folded, f.id + "\n" + c.opcode + "\n" + c.callee, std::move(f));
@@ -102,6 +106,7 @@ std::vector<Finding> PickleFindings(const PickleAnalysis& a) {
     f.id = std::string(AnomalyId(an.kind));
     f.severity = an.severity;
     f.offset = an.offset;
+    f.opcode = an.opcode;
     f.message = an.message;
     // Python 2 renames are facts, not problems: one finding says how many.
     std::string key = an.kind == PickleAnomalyKind::kPy2Mapping ? f.id : f.id + "\n" + an.message;

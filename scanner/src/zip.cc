@@ -201,11 +201,37 @@ core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits,
                          std::to_string(cd_bytes) + ") runs past its end record",
                      zip.eocd_offset);
   }
+  // Offsets that all point short of where the directory really ends: bytes
+  // were prepended to a whole archive (a self-extractor, or a polyglot).
+  // Python's zipfile (and so np.load) shifts every offset by the difference
+  // and reads it; miniz (torch.load) does not. Read it as zipfile does.
+  uint64_t shift = 0;
   if (cd_offset + cd_bytes < directory_end) {
-    Add(findings, "MG-ZIP-HIDDEN-DATA", Severity::kHigh,
-        std::to_string(directory_end - cd_offset - cd_bytes) +
-            " bytes between the central directory and its end record",
-        cd_offset + cd_bytes);
+    const uint64_t candidate = directory_end - cd_bytes;
+    auto sig_at = [&](uint64_t at) -> core::Result<bool> {
+      if (cd_bytes < 4) return false;
+      auto b = src.ReadVec(at, 4);
+      if (!b.ok()) return b.error();
+      return Le32(b.value().data()) == kCentralSig;
+    };
+    auto real = sig_at(candidate);
+    if (!real.ok()) return real.error();
+    auto claimed = sig_at(cd_offset);
+    if (!claimed.ok()) return claimed.error();
+    if (real.value() && !claimed.value()) {
+      shift = candidate - cd_offset;
+      Add(findings, "MG-ZIP-PREPENDED-DATA", Severity::kHigh,
+          "the archive starts " + std::to_string(shift) +
+              " bytes into the file (data before it; Python's zipfile reads it, PyTorch's "
+              "reader does not)",
+          0);
+      cd_offset = candidate;
+    } else {
+      Add(findings, "MG-ZIP-HIDDEN-DATA", Severity::kHigh,
+          std::to_string(directory_end - cd_offset - cd_bytes) +
+              " bytes between the central directory and its end record",
+          cd_offset + cd_bytes);
+    }
   }
 
   auto cd = src.ReadVec(cd_offset, cd_bytes);
@@ -250,7 +276,9 @@ core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits,
     }
     e.compressed_bytes = v.compressed;
     e.uncompressed_bytes = v.uncompressed;
-    e.local_offset = v.local_offset;
+    if (__builtin_add_overflow(v.local_offset, shift, &e.local_offset)) {
+      return malformed("local header offset of " + core::Quoted(e.name) + " overflows", at);
+    }
     zip.entries.push_back(std::move(e));
   }
   if (!cr.empty()) {
@@ -382,7 +410,7 @@ core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits,
       const bool descriptor = prev != nullptr && (prev->e->flags & kFlagDescriptor) &&
                               gap <= kMaxDescriptorBytes;
       if (prev == nullptr) {
-        Add(findings, "MG-ZIP-PREPENDED-DATA", Severity::kHigh,
+        if (shift == 0) Add(findings, "MG-ZIP-PREPENDED-DATA", Severity::kHigh,
             std::to_string(gap) + " bytes before the first member (data before the archive)", 0);
       } else if (!descriptor) {
         Add(findings, "MG-ZIP-HIDDEN-DATA", Severity::kHigh,

@@ -292,6 +292,146 @@ def inspect_text_and_exit_codes(d):
     eq(code, 2, "missing file: exit 2")
 
 
+
+REAL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "real")
+OS_SYSTEM = b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03."  # os.system("id")
+
+
+def zip_bytes(members, compression=None):
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression or zipfile.ZIP_STORED) as z:
+        for name, data in members:
+            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
+def npy_bytes(descr, shape, body):
+    d = "{'descr': %r, 'fortran_order': False, 'shape': %r, }" % (descr, shape)
+    head = d.encode() + b" " * ((64 - (10 + len(d) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head + body
+
+
+def ids(f):
+    return [x["id"] for x in f["findings"]]
+
+
+@test
+def real_benign_weights_pass_with_one_medium(d):
+    names = ["torch-state-dict.pt", "torch-mixed.pt", "torch-legacy.pt", "numpy-object.npy"]
+    code, doc, _ = scan_json(*[os.path.join(REAL, n) for n in names])
+    for f in doc["files"]:
+        eq(f["verdict"], "pass", f["path"])
+        eq([x["severity"] for x in f["findings"] if x["severity"] in ("critical", "high")], [],
+           f["path"] + " blocking findings")
+        eq(ids(f).count("MG-PK-PICKLE-FORMAT"), 1, f["path"] + " pickle-format finding")
+    eq(code, 0, "exit")
+    code, doc, _ = scan_json(*[os.path.join(REAL, n) for n in ["numpy-f32.npy", "numpy-arrays.npz",
+                                                               "numpy-compressed.npz"]])
+    eq(code, 0, "plain numpy passes")
+    eq([ids(f) for f in doc["files"]], [[], [], []], "plain arrays carry no findings")
+
+
+@test
+def malicious_pickle_in_torch_zip_names_member_and_global(d):
+    p = write(d, "model.pt", zip_bytes([("model/data.pkl", OS_SYSTEM), ("model/version", b"3\n")]))
+    code, doc, _ = scan_json(p)
+    eq(code, 1, "exit")
+    f = doc["files"][0]
+    eq(f["format"], "pytorch-zip", "format")
+    crit = [x for x in f["findings"] if x["id"] == "MG-PK-CRITICAL-IMPORT"]
+    eq(len(crit), 1, "one critical import")
+    eq(crit[0]["member"], "model/data.pkl", "member")
+    eq(crit[0]["global"], "os.system", "global")
+    eq(crit[0]["opcode"], "GLOBAL", "opcode")
+    eq(crit[0]["member_offset"], 2, "offset inside the member")
+
+
+@test
+def protocol0_and_compressed_pickles(d):
+    p0 = write(d, "a.pkl", b"cos\nsystem\n(S'id'\ntR.")
+    import gzip
+    gz = write(d, "b.pkl.gz", gzip.compress(OS_SYSTEM))
+    code, doc, _ = scan_json(p0, gz)
+    eq(code, 1, "exit")
+    for f in doc["files"]:
+        if "MG-PK-CRITICAL-IMPORT" not in ids(f):
+            raise AssertionError(f"{f['path']}: {ids(f)}")
+
+
+@test
+def object_arrays_are_analyzed(d):
+    evil = write(d, "e.npy", npy_bytes("|O", (1,), OS_SYSTEM))
+    npz = write(d, "e.npz", zip_bytes([("x.npy", npy_bytes("|O", (1,), OS_SYSTEM))]))
+    code, doc, _ = scan_json(evil, npz)
+    eq(code, 1, "exit")
+    eq("MG-PK-CRITICAL-IMPORT" in ids(doc["files"][0]), True, "npy object array")
+    f = doc["files"][1]
+    eq(f["format"], "numpy-zip", "npz format")
+    crit = [x for x in f["findings"] if x["id"] == "MG-PK-CRITICAL-IMPORT"]
+    eq(crit[0]["member"], "x.npy", "npz member")
+    trailing = write(d, "t.npy", npy_bytes("<f4", (2,), bytes(8) + b"PK\x03\x04hidden"))
+    code, doc, _ = scan_json(trailing)
+    eq(code, 1, "trailing bytes after an array body are rejected")
+    eq(ids(doc["files"][0]), ["MG-NPY-TRAILING-DATA"], "trailing id")
+
+
+@test
+def polyglots(d):
+    # A pickle at offset 0 with a zip after it: torch.load unpickles the leading stream.
+    pz = write(d, "p.pt", OS_SYSTEM + zip_bytes([("m/data.pkl", b"\x80\x02}q\x00.")]))
+    code, doc, _ = scan_json(pz)
+    eq(code, 1, "exit")
+    f = doc["files"][0]
+    eq(f["format"], "pickle", "leading format")
+    for want in ("MG-PK-CRITICAL-IMPORT", "MG-POLY-ZIP"):
+        if want not in ids(f):
+            raise AssertionError(f"missing {want}: {ids(f)}")
+    # A valid safetensors file whose last tensor's bytes are a zip archive.
+    z = zip_bytes([("a.pkl", OS_SYSTEM)])
+    st = write(d, "s.safetensors", st_bytes({"t": {"dtype": "U8", "shape": [len(z)], "data_offsets": [0, len(z)]}}, z))
+    code, doc, _ = scan_json(st)
+    eq(code, 1, "exit")
+    eq(ids(doc["files"][0]), ["MG-POLY-ZIP"], "safetensors that is also a zip")
+    # Unrecognized bytes in front of a zip: a zip reader still opens it.
+    sfx = write(d, "x.bin", b"#!/bin/sh\nexit 0\n" + zip_bytes([("a.pkl", OS_SYSTEM)]))
+    code, doc, _ = scan_json(sfx)
+    eq(code, 1, "exit")
+    f = doc["files"][0]
+    eq(f["format"], "zip", "found by its end record")
+    for want in ("MG-ZIP-PREPENDED-DATA", "MG-PK-CRITICAL-IMPORT"):
+        if want not in ids(f):
+            raise AssertionError(f"missing {want}: {ids(f)}")
+
+
+@test
+def lying_extension_is_a_finding(d):
+    p = write(d, "weights.safetensors", b"\x80\x02}q\x00.")  # benign pickle, lying name
+    code, doc, _ = scan_json(p)
+    eq(code, 1, "exit")
+    f = doc["files"][0]
+    eq(f["format"], "pickle", "format")
+    mism = [x for x in f["findings"] if x["id"] == "MG-FMT-EXTENSION-MISMATCH"]
+    eq(len(mism), 1, "mismatch finding")
+    eq(mism[0]["severity"], "high", "a code-carrying format under a safe name is high")
+
+
+@test
+def inspect_lists_imports_with_safety(d):
+    code, out, _ = run("inspect", "-f", "json", os.path.join(REAL, "torch-state-dict.pt"))
+    eq(code, 0, "exit")
+    doc = json.loads(out)
+    got = {i["global"]: i["safety"] for i in doc["imports"]}
+    eq(got.get("torch._utils._rebuild_tensor_v2"), "safe", "rebuild is safe")
+    eq(got.get("collections.OrderedDict"), "safe", "OrderedDict is safe")
+    p = write(d, "m.pt", zip_bytes([("m/data.pkl", OS_SYSTEM)]))
+    code, out, _ = run("inspect", "-f", "json", p)
+    eq(code, 1, "exit")
+    imp = json.loads(out)["imports"][0]
+    eq((imp["global"], imp["safety"], imp["member"]), ("os.system", "critical", "m/data.pkl"), "import")
+
+
 def main():
     passed = failed = 0
     for t in TESTS:

@@ -1,7 +1,7 @@
-// modelgate scanner: format detection and static analysis of model files.
-// Today it detects formats from content and runs the core safetensors rules;
-// static pickle analysis, containers, polyglots and YARA arrive with the
-// scanner issue (see ../shared/DESIGN.md).
+// modelgate scanner: format detection and static analysis of model files:
+// the core safetensors rules, the pickle machine, containers (zip, npy/npz)
+// and polyglot checks (see ../shared/DESIGN.md). Nothing here executes or
+// imports what it reads.
 #pragma once
 
 #include <optional>
@@ -17,7 +17,7 @@ namespace modelgate::scanner {
 // Format is what a file's content (not its name) says it is.
 enum class Format : uint8_t {
   kUnknown, kSafetensors, kPickle, kPytorchZip, kPytorchTar, kNumpy, kNumpyZip,
-  kJoblib, kZip, kTar, kGzip, kBzip2, kXz, kSevenZip, kGguf, kOnnx,
+  kJoblib, kZip, kTar, kGzip, kBzip2, kXz, kSevenZip, kGguf, kOnnx, kZlib,
 };
 // FormatName is the report spelling ("safetensors", "pytorch-zip", ...).
 std::string_view FormatName(Format f);
@@ -63,46 +63,6 @@ inline Finding MakeFinding(std::string id, core::Severity severity, std::string 
 // FindingFromError turns a core error into a finding with its default
 // severity.
 Finding FindingFromError(const core::Error& e);
-
-// ContainerLimits bound what the scanner unpacks; each has tests at N and
-// N+1. Hitting one is a high finding (the file was not fully judged).
-struct ContainerLimits {
-  uint64_t max_zip_entries = 1'000'000;
-  uint64_t max_central_dir_bytes = 256ull << 20;
-  // One member (or decompressed stream) held in memory for analysis.
-  uint64_t max_member_bytes = 1ull << 30;
-  // Archives / compressed streams inside each other.
-  uint64_t max_nesting_depth = 4;
-  // Decompressed output / compressed input, per stream.
-  uint64_t max_expansion_ratio = 1000;
-  // All bytes decompressed for one file, across members and layers.
-  uint64_t max_total_decompressed_bytes = 4ull << 30;
-};
-
-struct ScanOptions {
-  core::Limits limits;
-  ContainerLimits containers;
-};
-
-// FileScan is everything the scanner learned about one file.
-struct FileScan {
-  std::string path;
-  Format format = Format::kUnknown;
-  uint64_t size = 0;
-  // The gate could not read the file (the verdict is "error", not a judgment
-  // on its content).
-  bool io_error = false;
-  // The file claims a format whose parser rejected it: rejected whatever the
-  // severity bar (a file that cannot be parsed is never passed).
-  bool unparseable = false;
-  std::vector<Finding> findings;
-  // The parsed model when the file is safetensors and passed the core rules.
-  std::optional<core::Safetensors> safetensors;
-};
-
-// ScanFile opens `path` read-only (without following a final symlink unless
-// `follow_symlink`), detects its format and analyzes it. Never throws.
-FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOptions& options);
 
 }  // namespace modelgate::scanner
 
@@ -258,3 +218,56 @@ std::string_view PickleOpcodeName(uint8_t op);
 
 }  // namespace modelgate::scanner
 // --- end pickle analysis ---
+
+// --- scanning files ---
+namespace modelgate::scanner {
+
+// ContainerLimits bound what the scanner unpacks; each has tests at N and
+// N+1. Hitting one is a high finding (the file was not fully judged).
+struct ContainerLimits {
+  uint64_t max_zip_entries = 1'000'000;
+  uint64_t max_central_dir_bytes = 256ull << 20;
+  // One member (or decompressed stream) held in memory for analysis.
+  uint64_t max_member_bytes = 1ull << 30;
+  // Archives / compressed streams inside each other.
+  uint64_t max_nesting_depth = 4;
+  // Decompressed output / compressed input, per stream.
+  uint64_t max_expansion_ratio = 1000;
+  // All bytes decompressed for one file, across members and layers.
+  uint64_t max_total_decompressed_bytes = 4ull << 30;
+};
+
+struct ScanOptions {
+  core::Limits limits;
+  ContainerLimits containers;
+  PickleOptions pickle;
+};
+
+// FileScan is everything the scanner learned about one file.
+struct FileScan {
+  std::string path;
+  Format format = Format::kUnknown;
+  uint64_t size = 0;
+  // The gate could not read the file (the verdict is "error", not a judgment
+  // on its content).
+  bool io_error = false;
+  // The file claims a format whose parser rejected it: rejected whatever the
+  // severity bar (a file that cannot be parsed is never passed).
+  bool unparseable = false;
+  std::vector<Finding> findings;
+  // The parsed model when the file is safetensors and passed the core rules.
+  std::optional<core::Safetensors> safetensors;
+  // Every global a pickle in the file imports, with the archive member it is
+  // in ("" for the file itself): what `inspect` shows a registry user.
+  struct Import {
+    std::string member;
+    PickleImport pickle;
+  };
+  std::vector<Import> imports;
+};
+
+// ScanFile opens `path` read-only (without following a final symlink unless
+// `follow_symlink`), detects its format and analyzes it. Never throws.
+FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOptions& options);
+
+}  // namespace modelgate::scanner
