@@ -225,3 +225,21 @@ TEST_CASE("unsupported compression methods are reported on extraction", "[zip]")
   CHECK_FALSE(m.value().has_value());
   CHECK(Has(f, "MG-ZIP-UNSUPPORTED-METHOD"));
 }
+
+TEST_CASE("an archive shifted by prepended bytes is read as Python's zipfile reads it", "[zip]") {
+  ZipBuilder b;
+  b.Prepend(Bytes("#!/bin/sh\nexit 0\n")).AbsoluteOffsets(false).Add("a.pkl", "\x80\x02K\x01.");
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  REQUIRE(r.zip.directory_ok);
+  REQUIRE(r.zip.entries.size() == 1);
+  CHECK(r.zip.entries[0].usable);
+  CHECK(r.zip.entries[0].local_offset == 17);
+  CHECK(Ids(r.findings) == std::vector<std::string>{"MG-ZIP-PREPENDED-DATA"});
+  sc::MemorySource src(bytes);
+  std::vector<sc::Finding> f;
+  auto m = sc::ExtractZipMember(src, r.zip.entries[0], 1 << 20, &f);
+  REQUIRE(m.ok());
+  REQUIRE(m.value().has_value());
+  CHECK(*m.value() == Bytes("\x80\x02K\x01."));
+}
