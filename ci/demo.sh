@@ -4,9 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
-bash ci/build.sh build -DCMAKE_BUILD_TYPE=Release
+bash ci/build.sh build-release -DCMAKE_BUILD_TYPE=Release -DMG_BUILD_TESTS=OFF -DMG_BUILD_BENCH=OFF
 set +e
-./build/cli/modelgate scan examples/
+./build-release/cli/modelgate scan examples/
 status=$?
 set -e
 echo "modelgate scan exited $status (0 pass, 1 a file was rejected, 2 could not judge)"
