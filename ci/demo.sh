@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Quick start 1: install, build, and scan the bundled examples: one valid
+# Quick start 1: install, build, and scan the bundled example models: one valid
 # file passes, one hostile file is rejected with its reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
 bash ci/build.sh build-release -DCMAKE_BUILD_TYPE=Release -DMG_BUILD_TESTS=OFF -DMG_BUILD_BENCH=OFF
 set +e
-./build-release/cli/modelgate scan examples/
+./build-release/cli/modelgate scan examples/models/
 status=$?
 set -e
 echo "modelgate scan exited $status (0 pass, 1 a file was rejected, 2 could not judge)"

@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config python3
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2 zlib1g-dev
+  libbz2-dev liblzma-dev
 )
 
 missing=()

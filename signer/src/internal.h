@@ -40,4 +40,29 @@ std::string SerializeHeader(const core::Safetensors& st,
 // IsStsigKey: the key is reserved (starts "stsig.").
 bool IsStsigKey(std::string_view key);
 
+// VerifyHeader is VerifyFd without the tensor hashing: strict parse, stsig
+// records, Ed25519 over M. On status kValid the *header* is authentic (not
+// yet the tensor bytes) and `digests` holds the signed SHA-256 of each tensor
+// in `file.tensors` order. Other statuses and errors as VerifyFd.
+core::Result<VerifyResult> VerifyHeader(int fd, uint64_t file_size,
+                                        std::span<const PublicKey> trusted,
+                                        const VerifyOptions& options,
+                                        std::vector<core::Sha256Digest>* digests);
+
+// TensorMismatch is the kSigTensorMismatch error for tensor `t`.
+core::Error TensorMismatch(const core::TensorInfo& t, const core::Sha256Digest& got,
+                           const core::Sha256Digest& want);
+
+// FileIdentity is what fstat says identifies a file's content: the inode,
+// its size and its modification/change times (nanoseconds).
+struct FileIdentity {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_sec = 0, mtime_nsec = 0, ctime_sec = 0, ctime_nsec = 0;
+  bool operator==(const FileIdentity& o) const;
+};
+core::Result<FileIdentity> IdentityOf(int fd);
+// CheckIdentity fstats `fd` and returns kIoChanged (naming what differs and
+// `when`) unless it still matches `expected`.
+core::Status CheckIdentity(int fd, const FileIdentity& expected, std::string_view when);
+
 }  // namespace modelgate::signer::internal

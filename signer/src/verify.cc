@@ -33,26 +33,6 @@ std::string RecordName(size_t i, const StsigRecord& r, const std::string& key_na
   return s + ")";
 }
 
-struct Identity {
-  dev_t dev;
-  ino_t ino;
-  off_t size;
-  timespec mtime, ctime;
-  bool operator==(const Identity& o) const {
-    return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
-           mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec &&
-           ctime.tv_nsec == o.ctime.tv_nsec;
-  }
-};
-
-core::Result<Identity> IdentityOf(int fd) {
-  struct stat s {};
-  if (::fstat(fd, &s) != 0) {
-    return Error{Code::kIoRead, kNoOffset, std::string("cannot stat: ") + std::strerror(errno)};
-  }
-  return Identity{s.st_dev, s.st_ino, s.st_size, s.st_mtim, s.st_ctim};
-}
-
 }  // namespace
 
 std::string_view SigStatusName(SigStatus status) {
@@ -65,8 +45,12 @@ std::string_view SigStatusName(SigStatus status) {
   return "invalid";
 }
 
-core::Result<VerifyResult> VerifyFd(int fd, uint64_t file_size, std::span<const PublicKey> trusted,
-                                    const VerifyOptions& options) {
+namespace internal {
+
+core::Result<VerifyResult> VerifyHeader(int fd, uint64_t file_size,
+                                        std::span<const PublicKey> trusted,
+                                        const VerifyOptions& options,
+                                        std::vector<core::Sha256Digest>* digests) {
   core::Status init = internal::EnsureSodium();
   if (!init.ok()) return init.error();
   VerifyResult out;
@@ -147,6 +131,82 @@ core::Result<VerifyResult> VerifyFd(int fd, uint64_t file_size, std::span<const 
                         "no record by a trusted key (signed by kid " + kids + ")"});
   }
 
+  // Signed digests in st.tensors order (ParseStsig checked the name sets are
+  // equal, so every lookup succeeds; a miss is still reported, not assumed).
+  digests->clear();
+  digests->reserve(st.tensors.size());
+  for (const auto& t : st.tensors) {
+    auto it = std::lower_bound(sig.digests.begin(), sig.digests.end(), t.name,
+                               [](const TensorDigest& d, const std::string& n) { return d.first < n; });
+    if (it == sig.digests.end() || it->first != t.name) {
+      Error missing{Code::kSigDigestMap, t.entry_offset,
+                    "tensor " + core::Quoted(t.name) + " has no signed digest"};
+      return Judged(std::move(out), SigStatus::kInvalid, std::move(missing));
+    }
+    digests->push_back(it->second);
+  }
+  out.status = SigStatus::kValid;
+  out.reason = Error{};
+  return out;
+}
+
+Error TensorMismatch(const core::TensorInfo& t, const core::Sha256Digest& got,
+                     const core::Sha256Digest& want) {
+  return Error{Code::kSigTensorMismatch, t.file_begin(),
+               "tensor " + core::Quoted(t.name) + " bytes [" + std::to_string(t.file_begin()) +
+                   ", " + std::to_string(t.file_end()) + ") hash to " + core::HexLower(got) +
+                   ", signed digest is " + core::HexLower(want)};
+}
+
+bool FileIdentity::operator==(const FileIdentity& o) const {
+  return dev == o.dev && ino == o.ino && size == o.size && mtime_sec == o.mtime_sec &&
+         mtime_nsec == o.mtime_nsec && ctime_sec == o.ctime_sec && ctime_nsec == o.ctime_nsec;
+}
+
+core::Result<FileIdentity> IdentityOf(int fd) {
+  struct stat s {};
+  if (::fstat(fd, &s) != 0) {
+    return Error{Code::kIoRead, kNoOffset, std::string("cannot stat: ") + std::strerror(errno)};
+  }
+  return FileIdentity{static_cast<uint64_t>(s.st_dev),        static_cast<uint64_t>(s.st_ino),
+                      static_cast<uint64_t>(s.st_size),       static_cast<int64_t>(s.st_mtim.tv_sec),
+                      static_cast<int64_t>(s.st_mtim.tv_nsec), static_cast<int64_t>(s.st_ctim.tv_sec),
+                      static_cast<int64_t>(s.st_ctim.tv_nsec)};
+}
+
+core::Status CheckIdentity(int fd, const FileIdentity& expected, std::string_view when) {
+  auto now = IdentityOf(fd);
+  if (!now.ok()) return now.error();
+  if (!(now.value() == expected)) {
+    const FileIdentity& n = now.value();
+    std::string what;
+    if (n.dev != expected.dev || n.ino != expected.ino) what = "inode";
+    if (n.size != expected.size) {
+      what += std::string(what.empty() ? "" : ", ") + "size " + std::to_string(expected.size) +
+              " -> " + std::to_string(n.size);
+    }
+    if (n.mtime_sec != expected.mtime_sec || n.mtime_nsec != expected.mtime_nsec) {
+      what += std::string(what.empty() ? "" : ", ") + "mtime";
+    }
+    if (n.ctime_sec != expected.ctime_sec || n.ctime_nsec != expected.ctime_nsec) {
+      what += std::string(what.empty() ? "" : ", ") + "ctime";
+    }
+    return Error{Code::kIoChanged, kNoOffset,
+                 "file changed " + std::string(when) + " (" + what + ")"};
+  }
+  return core::OkStatus();
+}
+
+}  // namespace internal
+
+core::Result<VerifyResult> VerifyFd(int fd, uint64_t file_size, std::span<const PublicKey> trusted,
+                                    const VerifyOptions& options) {
+  std::vector<core::Sha256Digest> signed_digests;
+  auto checked = internal::VerifyHeader(fd, file_size, trusted, options, &signed_digests);
+  if (!checked.ok() || !checked.value().valid()) return checked;
+  VerifyResult out = std::move(checked).value();
+  const core::Safetensors& st = out.file;
+
   // The header is authentic; now the bytes each tensor name points at.
   std::vector<core::ByteRange> ranges;
   ranges.reserve(st.tensors.size());
@@ -154,21 +214,10 @@ core::Result<VerifyResult> VerifyFd(int fd, uint64_t file_size, std::span<const 
   auto hashed = core::HashRanges(fd, ranges, options.hash);
   if (!hashed.ok()) return hashed.error();
   for (size_t i = 0; i < st.tensors.size(); ++i) {
-    const core::TensorInfo& t = st.tensors[i];
-    auto it = std::lower_bound(sig.digests.begin(), sig.digests.end(), t.name,
-                               [](const TensorDigest& d, const std::string& n) { return d.first < n; });
-    if (it == sig.digests.end() || it->first != t.name) {  // ParseStsig rules this out
-      return Judged(std::move(out), SigStatus::kInvalid,
-                    Error{Code::kSigDigestMap, t.entry_offset,
-                          "tensor " + core::Quoted(t.name) + " has no signed digest"});
-    }
-    if (it->second != hashed.value()[i]) {
-      return Judged(std::move(out), SigStatus::kInvalid,
-                    Error{Code::kSigTensorMismatch, t.file_begin(),
-                          "tensor " + core::Quoted(t.name) + " bytes [" + std::to_string(t.file_begin()) +
-                              ", " + std::to_string(t.file_end()) + ") hash to " +
-                              core::HexLower(hashed.value()[i]) + ", signed digest is " +
-                              core::HexLower(it->second)});
+    if (signed_digests[i] != hashed.value()[i]) {
+      // Built before `out` is moved from (`st` refers into it).
+      Error mismatch = internal::TensorMismatch(st.tensors[i], hashed.value()[i], signed_digests[i]);
+      return Judged(std::move(out), SigStatus::kInvalid, std::move(mismatch));
     }
   }
   out.status = SigStatus::kValid;
@@ -181,15 +230,12 @@ core::Result<VerifyResult> VerifyFile(const std::string& path, std::span<const P
   auto opened = core::OpenRegularFile(path, options.follow_symlink);
   if (!opened.ok()) return opened.error();
   const core::OpenedFile& f = opened.value();
-  auto before = IdentityOf(f.fd);
+  auto before = internal::IdentityOf(f.fd);
   if (!before.ok()) return before.error();
   auto result = VerifyFd(f.fd, f.size, trusted, options);
   if (!result.ok()) return result;
-  auto after = IdentityOf(f.fd);
-  if (!after.ok()) return after.error();
-  if (!(after.value() == before.value())) {
-    return Error{Code::kIoChanged, kNoOffset, "file changed while it was being verified"};
-  }
+  core::Status same = internal::CheckIdentity(f.fd, before.value(), "while it was being verified");
+  if (!same.ok()) return same.error();
   return result;
 }
 

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -256,5 +257,136 @@ core::Result<VerifyResult> VerifyFile(const std::string& path,
 core::Result<VerifyResult> VerifyFd(int fd, uint64_t file_size,
                                     std::span<const PublicKey> trusted,
                                     const VerifyOptions& options = {});
+
+// --- verified loader ---
+//
+// OpenVerified gives a model server tensor bytes only after they were checked
+// against a signature by a trusted key. The guarantees differ by mode; read
+// this before choosing one (docs/loader.md says the same at more length).
+//
+//  kEager (default): open(O_RDONLY|O_NOFOLLOW), fstat, strict parse, header
+//    signature, SHA-256 of every tensor range read with pread from that fd,
+//    compare; only then mmap *that fd* PROT_READ and re-fstat its identity
+//    (dev, ino, size, mtime, ctime). OpenVerified fails unless all of it
+//    passes. Protects against: a file that was tampered with before the
+//    open; a path swapped (rename, symlink) after the open, since the mapping
+//    comes from the fd that was hashed, not from the path. Does NOT protect
+//    against another process with write access to the *same inode* changing
+//    or truncating it after verification: mapped pages are the page cache, so
+//    such a write shows through the views (MAP_PRIVATE does not help: a
+//    read-only private mapping never copies a page, so it sees others' writes
+//    too), and a truncation makes touching a view past the new end raise
+//    SIGBUS, which this library does not catch (it kills the process unless
+//    the caller handles SIGBUS). The identity re-check catches a write or
+//    truncation that lands between the open and the return *if* it changes
+//    size or moves mtime/ctime (a timestamp has a clock-tick granularity, so
+//    a same-size write in the same tick as the file's previous change can go
+//    unseen); nothing is checked after OpenVerified returns.
+//  kLazy: as eager, but only the header signature is checked up front (plus
+//    the mapping and the identity re-check); each tensor is hashed (pread
+//    from the same fd) on its first Tensor() call, which fails on a mismatch
+//    -- and so does every later call for that tensor. Thread-safe: one
+//    std::once_flag per tensor, so threads loading different tensors hash in
+//    parallel and threads asking for the same one wait for one hash. Each
+//    first access also re-checks the identity before and after hashing.
+//    By design a tensor that is never asked for is never checked: a tampered
+//    tensor that a tensor-parallel rank does not load goes undetected. Same
+//    concurrent-writer and SIGBUS limits as eager, with a longer window (up
+//    to each tensor's first access).
+//  kCopy: the data section is pread into private anonymous memory (each
+//    tensor is hashed from the buffer it was read into), compared, and the
+//    buffer is made read-only (mprotect). Views point into that buffer, so a
+//    later write or truncation by anyone to the file cannot change or fault
+//    them: the only mode safe against a concurrent writer to the same inode.
+//    Costs the data size in private memory (RSS) and one copy.
+//
+// In every mode: no view is handed out before the header signature verified
+// and that view's bytes matched their signed digest; failures carry the same
+// codes as VerifyFile (kSigMissing, kSigUntrusted, kSigBadSignature,
+// kSigTensorMismatch, ... kIoNotRegular for a symlink, kIoChanged when the
+// identity moved).
+
+enum class LoadMode : uint8_t { kEager, kLazy, kCopy };
+// LoadModeName: "eager" | "lazy" | "copy".
+std::string_view LoadModeName(LoadMode mode);
+
+// MapSharing chooses MAP_SHARED or MAP_PRIVATE for eager and lazy mappings
+// (ignored by kCopy). Either is PROT_READ. Neither isolates the views from
+// writes by others to the inode (see above); kPrivate only matters to callers
+// who later mprotect the pages writable, which this API does not offer.
+enum class MapSharing : uint8_t { kShared, kPrivate };
+
+struct LoadOptions {
+  LoadMode mode = LoadMode::kEager;
+  MapSharing sharing = MapSharing::kShared;
+  // limits, hash threads/buffer, follow_symlink (default false: a symlink is
+  // refused with kIoNotRegular).
+  VerifyOptions verify;
+  // For tests only: called after the tensors were checked (eager, copy) or
+  // the header was (lazy), just before mmap, with the path, so a test can
+  // swap or write the file in that window. Leave empty.
+  std::function<void(const std::string& path)> before_map_for_testing;
+};
+
+// TensorView is one verified tensor. Everything points into the
+// VerifiedModel that handed it out and is valid while that object lives.
+struct TensorView {
+  std::string_view name;
+  core::Dtype dtype = core::Dtype::kU8;
+  std::span<const uint64_t> shape;
+  std::span<const uint8_t> bytes;
+};
+
+// VerifiedModel owns a verified file's mapping (eager, lazy) or private copy
+// (copy), its parsed header and the verification record. Move-only; the
+// views die with it (the mapping is unmapped, the buffer freed).
+class VerifiedModel {
+ public:
+  VerifiedModel(VerifiedModel&& other) noexcept;
+  VerifiedModel& operator=(VerifiedModel&& other) noexcept;
+  VerifiedModel(const VerifiedModel&) = delete;
+  VerifiedModel& operator=(const VerifiedModel&) = delete;
+  ~VerifiedModel();
+
+  LoadMode mode() const;
+  // header: the parsed, signature-checked header (tensors in data order,
+  // metadata including the stsig.* keys).
+  const core::Safetensors& header() const;
+  // verification: records found and kids that verified (status kValid; in
+  // lazy mode it speaks for the header only).
+  const VerifyResult& verification() const;
+  size_t tensor_count() const;
+  // Find is the index of the tensor named `name`, if any.
+  std::optional<size_t> Find(std::string_view name) const;
+  // Tensor is the view of tensor `index` (data order) or `name`. Eager and
+  // copy: always ok for an existing tensor. Lazy: hashes it on the first call
+  // (concurrent callers of the same tensor wait for that one hash) and
+  // returns kSigTensorMismatch or kIoChanged on failure, on this and every
+  // later call. An index out of range or an unknown name: kSigOptions.
+  core::Result<TensorView> Tensor(size_t index) const;
+  core::Result<TensorView> Tensor(std::string_view name) const;
+  // CheckAll hashes every tensor not checked yet (lazy; parallel over
+  // options.verify.hash.threads) and returns the first failure in data
+  // order; eager and copy: always ok.
+  core::Status CheckAll() const;
+
+ private:
+  struct State;
+  explicit VerifiedModel(std::unique_ptr<State> state);
+  friend core::Result<VerifiedModel> OpenVerified(const std::string& path,
+                                                  std::span<const PublicKey> trusted,
+                                                  const LoadOptions& options);
+  std::unique_ptr<State> state_;
+};
+
+// OpenVerified opens, verifies and maps (or copies) the safetensors file at
+// `path` as `options.mode` says (above). Any failure -- unreadable file,
+// symlink, unsigned, untrusted, bad signature, a tensor mismatch (eager,
+// copy), a file that changed -- is an Error; nothing is handed out.
+core::Result<VerifiedModel> OpenVerified(const std::string& path,
+                                         std::span<const PublicKey> trusted,
+                                         const LoadOptions& options = {});
+
+// --- end verified loader ---
 
 }  // namespace modelgate::signer
