@@ -4,6 +4,7 @@
 // imports what it reads.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -17,7 +18,7 @@ namespace modelgate::scanner {
 // Format is what a file's content (not its name) says it is.
 enum class Format : uint8_t {
   kUnknown, kSafetensors, kPickle, kPytorchZip, kPytorchTar, kNumpy, kNumpyZip,
-  kJoblib, kZip, kTar, kGzip, kBzip2, kXz, kSevenZip, kGguf, kOnnx, kZlib,
+  kJoblib, kZip, kTar, kGzip, kBzip2, kXz, kSevenZip, kGguf, kOnnx, kZlib, kLzma,
 };
 // FormatName is the report spelling ("safetensors", "pytorch-zip", ...).
 std::string_view FormatName(Format f);
@@ -182,11 +183,28 @@ struct PickleStream {
   uint64_t parent_offset = core::kNoOffset;  // nested: offset of the loader call
 };
 
+// PickleArray is one array that joblib's NumpyUnpickler reads from the file
+// right after the BUILD of a joblib.numpy_pickle.NumpyArrayWrapper (joblib
+// >= 0.10: NumpyArrayWrapper.read_array): raw bytes that are not opcodes,
+// skipped exactly as joblib reads them, or, for an object dtype, a nested
+// pickle that is analyzed as its own stream. Facts, not findings.
+struct PickleArray {
+  uint64_t build_offset = 0;   // the BUILD that makes joblib read it
+  uint64_t offset = 0;         // its first byte (the padding-length byte if aligned)
+  uint64_t padding_bytes = 0;  // 1 + padding length when the wrapper is aligned, else 0
+  uint64_t data_bytes = 0;     // count * itemsize; object arrays: the nested pickle's length
+  bool object_pickle = false;  // dtype.hasobject: the data is pickle stream `nested_stream`
+  uint32_t nested_stream = 0;
+  uint32_t stream = 0;         // the stream whose BUILD read it
+};
+
 struct PickleAnalysis {
   std::vector<PickleStream> streams;
   std::vector<PickleImport> imports;
   std::vector<PickleCall> calls;
   std::vector<PickleAnomaly> anomalies;
+  // joblib arrays, in file order; they count towards max_records.
+  std::vector<PickleArray> arrays;
   bool limit_hit = false;
   uint64_t records_dropped = 0;  // records beyond max_records
 };
@@ -201,6 +219,13 @@ struct PickleOptions {
 // AnalyzePickle runs the pickle machine over `bytes`, which start at
 // absolute file offset `base_offset`: the first pickle at 0, then every
 // further pickle that follows a STOP. Never throws, never executes.
+// joblib: a BUILD of the allowlisted joblib.numpy_pickle.NumpyArrayWrapper
+// in a top-level stream is followed, as joblib.load follows it, by the
+// array's bytes (PickleAnalysis::arrays); where the state does not give
+// their length exactly, the stream stops there (MG-PK-MALFORMED). Because
+// every other unpickler reads those bytes as opcodes, such input is also
+// analyzed without the joblib reading, and whatever that view imports or
+// calls beyond the first array is added (with an MG-PK-DISAGREEMENT).
 PickleAnalysis AnalyzePickle(std::span<const uint8_t> bytes, const PickleOptions& options = {},
                              uint64_t base_offset = 0);
 
@@ -237,11 +262,32 @@ struct ContainerLimits {
   uint64_t max_total_decompressed_bytes = 4ull << 30;
 };
 
+// YaraRules is a compiled YARA rule set (scanner/src/yara_rules.h; libyara
+// stays private to the scanner).
+class YaraRules;
+
+// YaraScope is what YARA rules run over (policy yara.scope, --yara-scope).
+enum class YaraScope : uint8_t {
+  kHeader,  // headers, metadata, pickle streams, non-tensor members (default)
+  kAll,     // also tensor data and every other byte (~100 MB/s)
+};
+
 struct ScanOptions {
   core::Limits limits;
   ContainerLimits containers;
   PickleOptions pickle;
+  // Compiled once per run (CompileYaraRules) and shared by every ScanFile
+  // call; null runs no YARA rules.
+  std::shared_ptr<const YaraRules> yara;
+  YaraScope yara_scope = YaraScope::kHeader;
 };
+
+// CompileYaraRules compiles the shipped rules (when `with_default`) and
+// every rule directory in `dirs` (--yara-rules, policy yara.rules) into one
+// set. Errors: kIoOpen (a path cannot be opened), kIoRead (a compile error
+// "<file>:<line>: ...", a file over its cap, or no rules found).
+core::Result<std::shared_ptr<const YaraRules>> CompileYaraRules(
+    const std::vector<std::string>& dirs, bool with_default = true);
 
 // FileScan is everything the scanner learned about one file.
 struct FileScan {
