@@ -80,6 +80,9 @@ int RunVerify(const std::vector<std::string>& args);
 // report could not be written, else 1 if anything was rejected, else 0).
 struct CommonOptions;
 int EmitReport(Report& report, const CommonOptions& opts);
+// ConfigureYara compiles the shipped rules plus --yara-rules directories
+// once for the run (unless --no-yara); false, after a message, on error.
+bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options);
 
 // Usage prints `message` and the usage text to stderr; returns exit code 2.
 int Usage(const std::string& message);

@@ -160,10 +160,14 @@ std::string RenderInspectJson(const scanner::FileScan& s, Verdict verdict,
 int RunInspect(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
-  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on"}, &opts, &error)) return Usage(error);
+  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on", "--yara-rules", "--yara-scope", "--no-yara"},
+                    &opts, &error)) {
+    return Usage(error);
+  }
   if (opts.paths.size() != 1) return Usage("inspect takes exactly one FILE");
 
   scanner::ScanOptions scan_options;
+  if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;
   scanner::FileScan s = scanner::ScanFile(opts.paths[0], /*follow_symlink=*/true, scan_options);
   const Verdict verdict = Judge(s, opts.fail_on);
 

@@ -9,13 +9,36 @@
 
 namespace modelgate::cli {
 
+bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options) {
+  if (opts.no_yara) {
+    if (!opts.yara_dirs.empty()) {
+      std::cerr << "modelgate: --no-yara and --yara-rules contradict each other\n";
+      return false;
+    }
+    return true;
+  }
+  auto rules = scanner::CompileYaraRules(opts.yara_dirs, /*with_default=*/true);
+  if (!rules.ok()) {
+    std::cerr << "modelgate: YARA rules: " << rules.error().message << "\n";
+    return false;
+  }
+  scan_options->yara = std::move(rules).value();
+  scan_options->yara_scope = opts.yara_scope == "all" ? scanner::YaraScope::kAll
+                                                      : scanner::YaraScope::kHeader;
+  return true;
+}
+
 int RunScan(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
-  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on"}, &opts, &error)) return Usage(error);
+  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on", "--yara-rules", "--yara-scope", "--no-yara"},
+                    &opts, &error)) {
+    return Usage(error);
+  }
   if (opts.paths.empty()) return Usage("scan needs at least one PATH");
 
   scanner::ScanOptions scan_options;
+  if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;
   Report report;
   for (auto& target : ExpandPaths(opts.paths)) {
     FileReport fr;

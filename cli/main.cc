@@ -13,7 +13,8 @@ int Usage(const std::string& message) {
   if (!message.empty()) std::cerr << "modelgate: " << message << "\n";
   std::cerr <<
       "usage:\n"
-      "  modelgate scan    [-f text|json] [-o FILE] [--fail-on SEV] [-q] PATH...\n"
+      "  modelgate scan    [-f text|json] [-o FILE] [--fail-on SEV] [-q]\n"
+      "                    [--yara-rules DIR]... [--yara-scope header|all] [--no-yara] PATH...\n"
       "  modelgate inspect [-f text|json] [-o FILE] FILE\n"
       "  modelgate keygen  --out PREFIX        (PREFIX.key 0600, PREFIX.pub)\n"
       "  modelgate sign    --key FILE [-o OUT] [--model ID] [--version N] PATH\n"

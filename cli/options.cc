@@ -38,7 +38,7 @@ bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::s
     }
     const std::string_view opt = Canonical(a);
     if (std::find(allowed.begin(), allowed.end(), opt) == allowed.end()) {
-      if (opt == "--policy" || opt == "--yara-rules") {
+      if (opt == "--policy") {
         *error = a + " is not implemented in this version";
       } else {
         *error = "unknown option '" + a + "'";
@@ -92,6 +92,18 @@ bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::s
       opts->version = n;
     } else if (opt == "--detached") {
       opts->detached = true;
+    } else if (opt == "--yara-rules") {
+      std::string v;
+      if (!value(&v)) return false;
+      opts->yara_dirs.push_back(std::move(v));
+    } else if (opt == "--yara-scope") {
+      if (!value(&opts->yara_scope)) return false;
+      if (opts->yara_scope != "header" && opts->yara_scope != "all") {
+        *error = "--yara-scope is header or all, not '" + opts->yara_scope + "'";
+        return false;
+      }
+    } else if (opt == "--no-yara") {
+      opts->no_yara = true;
     }
   }
   return true;

@@ -22,6 +22,9 @@ struct CommonOptions {
   std::string model;                 // sign --model
   std::optional<uint64_t> version;   // sign --version
   bool detached = false;             // sign --detached
+  std::vector<std::string> yara_dirs;  // --yara-rules DIR (repeatable)
+  std::string yara_scope = "header";   // --yara-scope header|all
+  bool no_yara = false;                // --no-yara: not even the shipped rules
   std::vector<std::string> paths;
 };
 

