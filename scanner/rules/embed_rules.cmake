@@ -1,5 +1,5 @@
 # Embeds the shipped YARA rules (scanner/rules/*.yar) into modelgate_scanner
-# so the binary never reads the source tree: each file becomes a byte array
+# (object library modelgate_yara) so the binary never reads the source tree: each file becomes a byte array
 # in a generated .cc that defines YaraRules::DefaultSources(). Included from
 # scanner/CMakeLists.txt after add_library(modelgate_scanner ...). Editing a
 # rule re-runs configure (CONFIGURE_DEPENDS); the .cc is rewritten only when
@@ -43,4 +43,4 @@ std::vector<YaraRuleSource> YaraRules::DefaultSources() {
 
 }  // namespace modelgate::scanner
 ]=])
-target_sources(modelgate_scanner PRIVATE ${MG_YARA_DEFAULT_RULES_CC})
+target_sources(modelgate_yara PRIVATE ${MG_YARA_DEFAULT_RULES_CC})

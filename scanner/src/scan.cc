@@ -17,6 +17,7 @@
 #include "npy.h"
 #include "source.h"
 #include "tar.h"
+#include "yara_precompiled.h"
 #include "yara_rules.h"
 #include "zip.h"
 
@@ -545,7 +546,10 @@ Finding FindingFromError(const core::Error& e) {
 
 core::Result<std::shared_ptr<const YaraRules>> CompileYaraRules(
     const std::vector<std::string>& dirs, bool with_default) {
-  auto r = YaraRules::Compile(dirs, with_default);
+  // The shipped rules alone load precompiled; other directories compile
+  // with them in one pass.
+  auto r = dirs.empty() && with_default ? YaraRules::Deserialize(DefaultCompiledRules())
+                                        : YaraRules::Compile(dirs, with_default);
   if (!r.ok()) return r.error();
   return std::shared_ptr<const YaraRules>(std::make_shared<YaraRules>(std::move(r).value()));
 }

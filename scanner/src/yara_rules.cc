@@ -482,6 +482,61 @@ core::Result<YaraRules> YaraRules::CompileSources(const std::vector<YaraRuleSour
 
 core::Result<YaraRules> YaraRules::CompileDefault() { return CompileSources(DefaultSources()); }
 
+namespace {
+
+struct MemoryStream {
+  std::span<const uint8_t> in;
+  size_t pos = 0;
+  std::vector<uint8_t>* out = nullptr;
+};
+
+size_t StreamRead(void* ptr, size_t size, size_t count, void* user_data) {
+  auto* m = static_cast<MemoryStream*>(user_data);
+  if (size == 0) return 0;
+  const size_t items = std::min(count, (m->in.size() - m->pos) / size);
+  std::memcpy(ptr, m->in.data() + m->pos, items * size);
+  m->pos += items * size;
+  return items;
+}
+
+size_t StreamWrite(const void* ptr, size_t size, size_t count, void* user_data) {
+  auto* m = static_cast<MemoryStream*>(user_data);
+  const auto* b = static_cast<const uint8_t*>(ptr);
+  m->out->insert(m->out->end(), b, b + size * count);
+  return count;
+}
+
+}  // namespace
+
+core::Result<std::vector<uint8_t>> YaraRules::Serialize() const {
+  if (rules_ == nullptr) return RulesError(Code::kIoRead, "no compiled rules to save");
+  std::vector<uint8_t> out;
+  MemoryStream m{{}, 0, &out};
+  YR_STREAM stream{};
+  stream.user_data = &m;
+  stream.write = StreamWrite;
+  if (yr_rules_save_stream(rules_, &stream) != ERROR_SUCCESS) {
+    return RulesError(Code::kIoRead, "libyara could not save the compiled rules");
+  }
+  return out;
+}
+
+core::Result<YaraRules> YaraRules::Deserialize(std::span<const uint8_t> bytes) {
+  if (!Library().ok()) return RulesError(Code::kIoRead, "libyara failed to initialize");
+  MemoryStream m{bytes, 0, nullptr};
+  YR_STREAM stream{};
+  stream.user_data = &m;
+  stream.read = StreamRead;
+  YaraRules out;
+  if (yr_rules_load_stream(&stream, &out.rules_) != ERROR_SUCCESS) {
+    out.rules_ = nullptr;
+    return RulesError(Code::kIoRead, "libyara could not load the precompiled rules");
+  }
+  const YR_RULE* rule = nullptr;
+  yr_rules_foreach(out.rules_, rule) { ++out.rule_count_; }
+  return out;
+}
+
 core::Result<YaraRules> YaraRules::CompileDir(const std::string& dir, const YaraDirLimits& limits) {
   return Compile({dir}, /*with_default=*/false, limits);
 }

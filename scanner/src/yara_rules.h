@@ -110,6 +110,13 @@ class YaraRules {
   // file name; `name` is "rules/<file>").
   static std::vector<YaraRuleSource> DefaultSources();
 
+  // Serialize is the compiled rule set in libyara's saved-rules format
+  // (yr_rules_save_stream); Deserialize loads such bytes (built by the same
+  // libyara: the build precompiles the shipped rules this way, because
+  // loading them costs a fraction of compiling them at every start).
+  core::Result<std::vector<uint8_t>> Serialize() const;
+  static core::Result<YaraRules> Deserialize(std::span<const uint8_t> bytes);
+
   YaraRules(YaraRules&& other) noexcept;
   YaraRules& operator=(YaraRules&& other) noexcept;
   YaraRules(const YaraRules&) = delete;

