@@ -60,6 +60,7 @@ std::string RenderText(const Report& report, bool color);
 // (severity): message`, with `path` already made displayable.
 std::string FindingLine(const std::string& path, const scanner::Finding& f, bool color);
 std::string RenderJson(const Report& report);
+std::string RenderSarif(const Report& report);  // SARIF 2.1.0 for code scanning
 
 // DisplayPath returns `path` as is when it is printable UTF-8, else quoted
 // with escapes, so a hostile file name cannot forge report lines.

@@ -165,6 +165,7 @@ int RunInspect(const std::vector<std::string>& args) {
     return Usage(error);
   }
   if (opts.paths.size() != 1) return Usage("inspect takes exactly one FILE");
+  if (opts.format == "sarif") return Usage("inspect writes text or json, not sarif");
 
   scanner::ScanOptions scan_options;
   if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;

@@ -60,7 +60,9 @@ int EmitReport(Report& report, const CommonOptions& opts) {
   if (report.files.empty() && !opts.quiet) std::cerr << "modelgate: no files found\n";
   const bool tty = opts.out_path.empty() && ::isatty(STDOUT_FILENO) == 1;
   const bool color = tty && std::getenv("NO_COLOR") == nullptr;
-  const std::string text = opts.format == "json" ? RenderJson(report) : RenderText(report, color);
+  const std::string text = opts.format == "json"    ? RenderJson(report)
+                           : opts.format == "sarif" ? RenderSarif(report)
+                                                    : RenderText(report, color);
   if (!WriteOutput(opts.out_path, text)) return kExitCannotJudge;
   if (report.summary.errors > 0) return kExitCannotJudge;
   if (report.summary.rejected > 0) return kExitRejected;

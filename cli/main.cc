@@ -13,12 +13,12 @@ int Usage(const std::string& message) {
   if (!message.empty()) std::cerr << "modelgate: " << message << "\n";
   std::cerr <<
       "usage:\n"
-      "  modelgate scan    [-f text|json] [-o FILE] [--fail-on SEV] [-q]\n"
+      "  modelgate scan    [-f text|json|sarif] [-o FILE] [--fail-on SEV] [-q]\n"
       "                    [--yara-rules DIR]... [--yara-scope header|all] [--no-yara] PATH...\n"
       "  modelgate inspect [-f text|json] [-o FILE] FILE\n"
       "  modelgate keygen  --out PREFIX        (PREFIX.key 0600, PREFIX.pub)\n"
       "  modelgate sign    --key FILE [-o OUT] [--model ID] [--version N] PATH\n"
-      "  modelgate verify  --pubkey FILE [--pubkey FILE...] [-f text|json] [-o FILE] PATH...\n"
+      "  modelgate verify  --pubkey FILE [--pubkey FILE...] [-f text|json|sarif] [-o FILE] PATH...\n"
       "  modelgate --version\n"
       "SEV is critical|high|medium|low|info (default high).\n"
       "Exit codes: 0 every file passed, 1 a file was rejected, 2 usage/IO error.\n";

@@ -47,12 +47,8 @@ bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::s
     }
     if (opt == "-f") {
       if (!value(&opts->format)) return false;
-      if (opts->format == "sarif") {
-        *error = "-f sarif is not implemented in this version (use text or json)";
-        return false;
-      }
-      if (opts->format != "text" && opts->format != "json") {
-        *error = "unknown format '" + opts->format + "' (text or json)";
+      if (opts->format != "text" && opts->format != "json" && opts->format != "sarif") {
+        *error = "unknown format '" + opts->format + "' (text, json or sarif)";
         return false;
       }
     } else if (opt == "-o") {

@@ -12,7 +12,7 @@
 namespace modelgate::cli {
 
 struct CommonOptions {
-  std::string format = "text";  // text | json
+  std::string format = "text";  // text | json | sarif
   std::string out_path;         // -o; empty = stdout
   core::Severity fail_on = core::Severity::kHigh;
   bool quiet = false;

@@ -1,0 +1,497 @@
+#!/usr/bin/python3
+"""SARIF 2.1.0 output of `modelgate scan -f sarif` (issue 5, point 3).
+
+usage: sarif_test.py MODELGATE SCHEMA_DIR SOURCE_DIR [SHARED_SCHEMA_DIR]
+
+Builds files (valid and hostile safetensors, pickles, a torch-style zip with a
+hostile member, files in a subdirectory, absolute paths inside and outside
+the working directory, hostile names), runs the real program, validates every
+SARIF document against both schemas in SCHEMA_DIR (Draft 4, Debian's
+python3-jsonschema) and checks what GitHub code scanning relies on: one rule
+per ruleId with help text and security-severity, a level per result, a
+relative URI (or file:// outside the working directory), a location on every
+result, no `region` anywhere, one result per finding, unchanged exit codes.
+
+Nothing is skipped: a missing schema, jsonschema module or program fails.
+SHARED_SCHEMA_DIR, when given and present, must hold the same schema bytes
+as SCHEMA_DIR (the copies must not drift). Prints "N passed, M failed".
+"""
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+import urllib.parse
+import zipfile
+
+SCHEMA_FILES = ["sarif-schema-2.1.0-errata01.json", "sarif-2.1.0-rtm.5.json"]
+SEVERITY_SCORE = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "2.0"}
+LEVEL = {"critical": "error", "high": "error", "medium": "warning", "low": "note", "info": "note"}
+RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
+
+
+def die(msg):
+    print(f"FATAL: {msg}")
+    print("0 passed, 1 failed")
+    sys.exit(1)
+
+
+if len(sys.argv) not in (4, 5):
+    die(__doc__)
+MG = os.path.abspath(sys.argv[1])
+SCHEMA_DIR = sys.argv[2]
+SOURCE_DIR = sys.argv[3]
+SHARED_DIR = sys.argv[4] if len(sys.argv) == 5 else ""
+
+try:
+    import jsonschema
+except ImportError as e:  # never skip: the gate's SARIF must be validated
+    die(f"python3-jsonschema is not importable by {sys.executable} ({e}); "
+        "install it: apt-get install -y python3-jsonschema")
+if not os.access(MG, os.X_OK):
+    die(f"program {MG} is missing or not executable")
+
+VALIDATORS = []
+for name in SCHEMA_FILES:
+    path = os.path.join(SCHEMA_DIR, name)
+    if not os.path.isfile(path):
+        die(f"schema {path} is missing")
+    with open(path, encoding="utf-8") as f:
+        schema = json.load(f)
+    jsonschema.Draft4Validator.check_schema(schema)
+    VALIDATORS.append((name, jsonschema.Draft4Validator(schema)))
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def st_bytes(header, data=b"", trailing=b""):
+    """A safetensors file laid out like the reference writer (space padded)."""
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data + trailing
+
+
+GOOD = st_bytes({"__metadata__": {"format": "pt"},
+                 "w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16))
+TRAILING = st_bytes({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, bytes(8),
+                    trailing=b"\x80\x02cposix\nsystem\n.")
+# pickle protocol 4: os.system("id") — imported and called.
+_EVIL_BODY = b"\x8c\x02os\x8c\x06system\x93\x8c\x02id\x85R."
+EVIL_PICKLE = b"\x80\x04\x95" + struct.pack("<Q", len(_EVIL_BODY)) + _EVIL_BODY
+# Only an allowlisted global: the medium "pickle format" finding, passes by default.
+BENIGN_PICKLE = b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01."
+
+
+def torch_zip(pickle_bytes):
+    import io
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pickle_bytes)
+        z.writestr("archive/version", b"3\n")
+    return buf.getvalue()
+
+
+def write(d, name, data):
+    path = os.path.join(d, name) if isinstance(name, str) else os.path.join(os.fsencode(d), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def run(cwd, *args):
+    p = subprocess.run([MG, *args], capture_output=True, timeout=60, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def eq(got, want, what=""):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def walk(node, path="$"):
+    """Yields (json path, key, value) for every object member."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield path, k, v
+            yield from walk(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from walk(v, f"{path}[{i}]")
+
+
+def validate(doc):
+    for name, v in VALIDATORS:
+        errors = sorted(v.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        if errors:
+            e = errors[0]
+            raise AssertionError(f"{name}: {len(errors)} error(s); first at "
+                                 f"{'/'.join(map(str, e.absolute_path))}: {e.message}")
+
+
+def uri_path(uri, cwd):
+    """The file-system path a result's URI names, resolved like a consumer would."""
+    if uri.startswith("file://"):
+        return urllib.parse.unquote_to_bytes(uri[len("file://"):])
+    return os.path.join(os.fsencode(cwd), urllib.parse.unquote_to_bytes(uri))
+
+
+URI_CHARS = re.compile(r"^[A-Za-z0-9\-._~/%]+$")
+
+
+def check_sarif(doc, cwd, json_report, expect_success):
+    """Everything GitHub code scanning relies on; returns the results."""
+    validate(doc)
+    eq(doc["version"], "2.1.0", "version")
+    eq(len(doc["runs"]), 1, "runs")
+    run_ = doc["runs"][0]
+    driver = run_["tool"]["driver"]
+    eq(driver["name"], "modelgate", "driver name")
+    eq(driver["version"], json_report["tool"]["version"], "driver version")
+    for p, k, _ in walk(doc):
+        check(k != "region", f"region at {p}")
+    inv = run_["invocations"]
+    eq(len(inv), 1, "invocations")
+    eq(inv[0]["executionSuccessful"], expect_success, "executionSuccessful")
+    srcroot = run_["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+    eq(urllib.parse.unquote_to_bytes(srcroot[len("file://"):]),
+       os.fsencode(os.path.realpath(cwd)) + b"/", "%SRCROOT%")
+
+    findings = [(f, fd) for f in json_report["files"] for fd in f["findings"]]
+    results = run_["results"]
+    eq(len(results), len(findings), "results count = findings count")
+
+    rules = driver["rules"]
+    ids = [r["id"] for r in rules]
+    eq(len(ids), len(set(ids)), "one rule per id")
+    eq(set(ids), {r["ruleId"] for r in results}, "rules are exactly the ids that appear")
+    worst = {}
+    for r in results:
+        s = r["properties"]["severity"]
+        if r["ruleId"] not in worst or RANK[s] < RANK[worst[r["ruleId"]]]:
+            worst[r["ruleId"]] = s
+    for i, rule in enumerate(rules):
+        check(rule["shortDescription"]["text"].strip(), f"rule {rule['id']} shortDescription")
+        check(len(rule["help"]["text"].strip()) > 20, f"rule {rule['id']} help.text")
+        s = worst[rule["id"]]
+        props = rule["properties"]
+        if s in SEVERITY_SCORE:
+            eq(props.get("security-severity"), SEVERITY_SCORE[s], f"rule {rule['id']} security-severity")
+            check("security" in props.get("tags", []), f"rule {rule['id']} tags")
+        else:
+            check("security-severity" not in props, f"info rule {rule['id']} has no score")
+        eq(rule["defaultConfiguration"]["level"], LEVEL[s], f"rule {rule['id']} level")
+
+    for r, (f, fd) in zip(results, findings):
+        eq(r["ruleId"], fd["id"], "result order follows the findings")
+        eq(rules[r["ruleIndex"]]["id"], r["ruleId"], "ruleIndex")
+        eq(r["properties"]["severity"], fd["severity"], "severity")
+        eq(r["level"], LEVEL[fd["severity"]], f"level of {fd['severity']}")
+        eq(r["properties"].get("security-severity"), SEVERITY_SCORE.get(fd["severity"]),
+           "result security-severity")
+        check(fd["message"] in r["message"]["text"], "message text carries the finding's message")
+        for key in ("offset", "member", "member_offset"):
+            eq(r["properties"].get(key), fd.get(key), f"properties.{key}")
+        locs = r.get("locations", [])
+        check(len(locs) >= 1, "every result has a location (GitHub rejects one without)")
+        art = locs[0]["physicalLocation"]["artifactLocation"]
+        uri = art["uri"]
+        check(URI_CHARS.match(uri[len("file://"):] if uri.startswith("file://") else uri),
+              f"URI {uri!r} is percent-encoded")
+        if uri.startswith("file://"):
+            check("uriBaseId" not in art, "absolute URI has no base id")
+        else:
+            eq(art.get("uriBaseId"), "%SRCROOT%", "relative URI base")
+            check(not uri.startswith("/") and ".." not in uri.split("/") and ":" not in uri,
+                  f"URI {uri!r} is a plain relative path")
+        want = os.path.normpath(os.path.join(os.fsencode(cwd), f["path"].encode()))
+        got = os.path.normpath(uri_path(uri, cwd))
+        if "\ufffd" in f["path"]:  # the JSON report replaced invalid UTF-8; the URI keeps the bytes
+            got = got.decode("utf-8", "replace").encode()
+        eq(got, want, f"URI {uri!r} names {f['path']!r}")
+        check(r["partialFingerprints"]["modelgateFinding/v1"], "fingerprint")
+    fps = [r["partialFingerprints"]["modelgateFinding/v1"] for r in results]
+    eq(len(fps), len(set(fps)), "fingerprints are distinct")
+    return results
+
+
+def scan_both(cwd, *args, fmt_args=("-f", "sarif")):
+    """Runs the same scan as JSON and as SARIF; exit codes must agree."""
+    jcode, jout, _ = run(cwd, "scan", "-f", "json", *args)
+    scode, sout, err = run(cwd, "scan", *fmt_args, *args)
+    eq(scode, jcode, "SARIF and JSON exit codes")
+    return scode, json.loads(sout), json.loads(jout), err
+
+
+@test
+def passing_files_give_no_results(d):
+    write(d, "good.safetensors", GOOD)
+    write(d, "models/sub/dir/good2.safetensors", GOOD)
+    code, doc, rep, _ = scan_both(d, "good.safetensors", "models")
+    eq(code, 0, "exit")
+    eq(rep["summary"]["files"], 2, "files scanned")
+    results = check_sarif(doc, d, rep, True)
+    eq(results, [], "results")
+    eq(doc["runs"][0]["tool"]["driver"]["rules"], [], "rules")
+
+
+@test
+def hostile_safetensors(d):
+    write(d, "good.safetensors", GOOD)
+    write(d, "evil.safetensors", TRAILING)
+    code, doc, rep, _ = scan_both(d, "good.safetensors", "evil.safetensors")
+    eq(code, 1, "exit")
+    results = check_sarif(doc, d, rep, True)
+    ids = [r["ruleId"] for r in results]
+    check("MG-ST-TRAILING-BYTES" in ids, f"trailing bytes reported: {ids}")
+    r = results[ids.index("MG-ST-TRAILING-BYTES")]
+    eq(r["level"], "error", "critical level")
+    eq(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], "evil.safetensors", "uri")
+    check(isinstance(r["properties"]["offset"], int), "offset in properties")
+    check(f"byte {r['properties']['offset']}" in r["message"]["text"], "offset in message")
+
+
+@test
+def pickle_with_os_system(d):
+    write(d, "weights.bin", EVIL_PICKLE)
+    code, doc, rep, _ = scan_both(d, "weights.bin")
+    eq(code, 1, "exit")
+    results = check_sarif(doc, d, rep, True)
+    crit = [r for r in results if r["ruleId"] == "MG-PK-CRITICAL-IMPORT"]
+    check(crit, f"critical import reported: {[r['ruleId'] for r in results]}")
+    check("os.system" in crit[0]["message"]["text"] or "posix.system" in crit[0]["message"]["text"],
+          "message names the import")
+    rule = [x for x in doc["runs"][0]["tool"]["driver"]["rules"] if x["id"] == "MG-PK-CRITICAL-IMPORT"][0]
+    eq(rule["properties"]["security-severity"], "9.5", "critical score")
+
+
+@test
+def medium_and_info_levels(d):
+    write(d, "plain.pkl", BENIGN_PICKLE)
+    write(d, "notes.txt", b"just some text, not a model\n")
+    code, doc, rep, _ = scan_both(d, "plain.pkl", "notes.txt")
+    eq(code, 0, "exit (medium and info pass by default)")
+    results = check_sarif(doc, d, rep, True)
+    levels = {r["ruleId"]: r["level"] for r in results}
+    eq(levels.get("MG-PK-PICKLE-FORMAT"), "warning", "medium -> warning")
+    eq(levels.get("MG-FMT-UNKNOWN"), "note", "info -> note")
+    rules = {r["id"]: r for r in doc["runs"][0]["tool"]["driver"]["rules"]}
+    eq(rules["MG-PK-PICKLE-FORMAT"]["properties"]["security-severity"], "5.5", "medium score")
+
+
+@test
+def low_severity_and_fail_on(d):
+    # A safetensors file named .npy: the extension lies, but the content
+    # cannot carry code (low).
+    write(d, "weights.npy", GOOD)
+    code, doc, rep, _ = scan_both(d, "weights.npy")
+    results = check_sarif(doc, d, rep, True)
+    sev = {r["ruleId"]: r["properties"]["severity"] for r in results}
+    check(sev.get("MG-FMT-EXTENSION-MISMATCH") == "low", f"low finding: {sev}")
+    eq(code, 0, "exit")
+    rules = {r["id"]: r for r in doc["runs"][0]["tool"]["driver"]["rules"]}
+    eq(rules["MG-FMT-EXTENSION-MISMATCH"]["properties"]["security-severity"], "2.0", "low score")
+    eq(results[0]["level"], "note", "low -> note")
+    code, doc, rep, _ = scan_both(d, "--fail-on", "low", "weights.npy")
+    eq(code, 1, "--fail-on low rejects")
+    check_sarif(doc, d, rep, True)
+
+
+@test
+def zip_member_finding(d):
+    write(d, "model.pt", torch_zip(EVIL_PICKLE))
+    code, doc, rep, _ = scan_both(d, "model.pt")
+    eq(code, 1, "exit")
+    results = check_sarif(doc, d, rep, True)
+    members = [r for r in results if r["properties"].get("member")]
+    check(members, f"a member finding: {[r['properties'] for r in results]}")
+    m = [r for r in members if r["ruleId"] == "MG-PK-CRITICAL-IMPORT"]
+    check(m, "critical import inside the member")
+    check("archive/data.pkl" in m[0]["properties"]["member"], "member name")
+    check('"archive/data.pkl"' in m[0]["message"]["text"], "member named in the message")
+    eq(m[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], "model.pt",
+       "location is the archive file")
+
+
+@test
+def paths_subdir_absolute_outside(d):
+    outside = tempfile.mkdtemp(prefix="mg-sarif-out-")
+    try:
+        write(d, "a/b/evil.safetensors", TRAILING)
+        inside_abs = write(d, "abs.safetensors", TRAILING)
+        out_abs = write(outside, "far away.safetensors", TRAILING)
+        write(d, "c:colon #hash?q.pkl", EVIL_PICKLE)
+        write(d, b"bad\xffname.pkl", EVIL_PICKLE)
+        code, doc, rep, _ = scan_both(
+            d, "a", "./a/b/../b/evil.safetensors", inside_abs, out_abs,
+            "c:colon #hash?q.pkl", os.fsdecode(b"bad\xffname.pkl"))
+        eq(code, 1, "exit")
+        results = check_sarif(doc, d, rep, True)
+        uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results]
+        check("a/b/evil.safetensors" in uris, f"walked subdirectory file relative: {uris}")
+        check("abs.safetensors" in uris, f"absolute path inside cwd made relative: {uris}")
+        far = "file://" + urllib.parse.quote(os.path.join(outside, "far away.safetensors"))
+        check(far in uris, f"outside cwd -> file:// URI {far}: {uris}")
+        check("c%3Acolon%20%23hash%3Fq.pkl" in uris, f"hostile name encoded: {uris}")
+        check("bad%FFname.pkl" in uris, f"invalid UTF-8 name encoded: {uris}")
+    finally:
+        subprocess.run(["rm", "-rf", outside], check=False)
+
+
+@test
+def relative_path_outside_cwd(d):
+    sub = os.path.join(d, "work")
+    os.makedirs(sub)
+    write(d, "up.safetensors", TRAILING)
+    code, doc, rep, _ = scan_both(sub, "../up.safetensors")
+    eq(code, 1, "exit")
+    results = check_sarif(doc, sub, rep, True)
+    uri = results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    eq(uri, "file://" + urllib.parse.quote(os.path.join(d, "up.safetensors")), "../ path -> file://")
+
+
+@test
+def error_verdict_exit_2(d):
+    write(d, "evil.safetensors", TRAILING)
+    os.symlink(os.path.join(d, "nowhere"), os.path.join(d, "dangling.safetensors"))
+    code, doc, rep, _ = scan_both(d, "evil.safetensors", "dangling.safetensors")
+    eq(code, 2, "exit (2 wins over 1)")
+    eq(rep["summary"]["errors"], 1, "one error")
+    check_sarif(doc, d, rep, False)
+    notes = doc["runs"][0]["invocations"][0].get("toolExecutionNotifications", [])
+    check(notes and notes[0]["level"] == "error", "a notification for the file that was not judged")
+
+
+@test
+def output_file(d):
+    write(d, "evil.safetensors", TRAILING)
+    write(d, "weights.bin", EVIL_PICKLE)
+    code, out, _ = run(d, "scan", "-f", "sarif", "-o", "report.sarif", "evil.safetensors", "weights.bin")
+    eq(code, 1, "exit with -o")
+    eq(out, b"", "stdout empty with -o")
+    with open(os.path.join(d, "report.sarif"), "rb") as f:
+        written = f.read()
+    _, stdout_doc, _ = run(d, "scan", "--format", "sarif", "evil.safetensors", "weights.bin")
+    eq(written, stdout_doc, "-o writes what stdout shows")
+    _, jout, _ = run(d, "scan", "-f", "json", "evil.safetensors", "weights.bin")
+    check_sarif(json.loads(written), d, json.loads(jout), True)
+
+
+@test
+def verify_sarif(d):
+    write(d, "good.safetensors", GOOD)
+    code, _, err = run(d, "keygen", "--out", "k")
+    eq(code, 0, f"keygen: {err}")
+    code, sout, _ = run(d, "verify", "--pubkey", "k.pub", "-f", "sarif", "good.safetensors")
+    jcode, jout, _ = run(d, "verify", "--pubkey", "k.pub", "-f", "json", "good.safetensors")
+    eq(code, jcode, "verify exit codes agree")
+    eq(code, 1, "unsigned file rejected")
+    results = check_sarif(json.loads(sout), d, json.loads(jout), True)
+    check(any(r["ruleId"].startswith("MG-SIG-") for r in results), "signature finding")
+
+
+@test
+def usage_errors_unchanged(d):
+    code, out, err = run(d, "scan", "-f", "xml", "x")
+    eq(code, 2, "unknown format")
+    check("sarif" in err, "usage names sarif")
+    code, _, _ = run(d, "scan", "-f", "sarif")
+    eq(code, 2, "no PATH")
+
+
+@test
+def untrusted_text_escaped(d):
+    # A member name with invalid UTF-8 and a quote: valid JSON out, U+FFFD in.
+    import io
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        info = zipfile.ZipInfo("archive/data.pkl")
+        z.writestr(info, EVIL_PICKLE)
+    raw = bytearray(buf.getvalue())
+    for i in range(len(raw) - 3):  # rename in both headers, same length
+        if raw[i:i + 4] == b"data":
+            raw[i:i + 4] = b'd"\xff\x01'
+    write(d, "odd.pt", bytes(raw))
+    code, doc, rep, _ = scan_both(d, "odd.pt")
+    check(code in (1, 2), f"exit {code}")
+    check_sarif(doc, d, rep, code != 2)
+
+
+@test
+def every_emitted_id_has_help(d):
+    """Every fixed MG- id in the sources has an entry in the rule-help table."""
+    with open(os.path.join(SOURCE_DIR, "cli", "report_sarif.cc"), encoding="utf-8") as f:
+        table = set(re.findall(r'RuleHelp\{"(MG-[A-Z0-9-]+)"', f.read()))
+    found = {}
+    for mod in ("core", "scanner", "signer", "policy", "cli"):
+        for root, _, files in os.walk(os.path.join(SOURCE_DIR, mod)):
+            for n in files:
+                if not n.endswith((".cc", ".h")) or n == "report_sarif.cc":
+                    continue
+                p = os.path.join(root, n)
+                with open(p, encoding="utf-8", errors="replace") as f:
+                    for m in re.findall(r'"(MG-[A-Z0-9]+-[A-Z0-9-]*[A-Z0-9])"', f.read()):
+                        found.setdefault(m, os.path.relpath(p, SOURCE_DIR))
+    check(len(found) > 50, f"ids found in the sources: {len(found)}")
+    missing = sorted(f"{i} ({found[i]})" for i in found if i not in table)
+    eq(missing, [], "ids without help")
+
+
+@test
+def validators_are_not_vacuous(d):
+    """Both schemas reject a wrong version, and errata01 an empty region."""
+    loc = {"physicalLocation": {"artifactLocation": {"uri": "a.bin"}, "region": {}}}
+    bad_region = {"version": "2.1.0", "runs": [{"tool": {"driver": {"name": "x"}},
+                  "results": [{"message": {"text": "m"}, "locations": [loc]}]}]}
+    bad_version = {"version": "2.0.0", "runs": []}
+    for name, v in VALIDATORS:
+        check(not v.is_valid(bad_version), f"{name} rejects version 2.0.0")
+    errata = dict(VALIDATORS)["sarif-schema-2.1.0-errata01.json"]
+    check(not errata.is_valid(bad_region), "errata01 rejects a region without a start")
+
+
+@test
+def schema_copies_match_shared(d):
+    if not SHARED_DIR:
+        return
+    if not os.path.isdir(SHARED_DIR):
+        print(f"  note: {SHARED_DIR} not present; validated against the copies only")
+        return
+    for name in SCHEMA_FILES:
+        with open(os.path.join(SCHEMA_DIR, name), "rb") as a, \
+                open(os.path.join(SHARED_DIR, name), "rb") as b:
+            eq(a.read() == b.read(), True, f"{name} matches {SHARED_DIR}")
+
+
+def main():
+    passed = failed = 0
+    for fn in TESTS:
+        with tempfile.TemporaryDirectory(prefix="mg-sarif-") as d:
+            d = os.path.realpath(d)
+            try:
+                fn(d)
+                passed += 1
+                print(f"ok    {fn.__name__}")
+            except Exception:
+                failed += 1
+                print(f"FAIL  {fn.__name__}")
+                traceback.print_exc(file=sys.stdout)
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 and passed > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
