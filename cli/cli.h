@@ -75,6 +75,8 @@ int RunInspect(const std::vector<std::string>& args);
 int RunKeygen(const std::vector<std::string>& args);
 int RunSign(const std::vector<std::string>& args);
 int RunVerify(const std::vector<std::string>& args);
+int RunCheck(const std::vector<std::string>& args);
+int RunPolicy(const std::vector<std::string>& args);
 
 // EmitReport renders `report` as opts say, writes it, and returns the exit
 // code the contract gives it (2 if anything could not be judged or the
@@ -84,6 +86,9 @@ int EmitReport(Report& report, const CommonOptions& opts);
 // ConfigureYara compiles the shipped rules plus --yara-rules directories
 // once for the run (unless --no-yara); false, after a message, on error.
 bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options);
+// RunChecked scans and verifies opts.paths under the policy at
+// `policy_path` (check, and scan --policy) and emits the report.
+int RunChecked(const CommonOptions& opts, const std::string& policy_path);
 
 // Usage prints `message` and the usage text to stderr; returns exit code 2.
 int Usage(const std::string& message);

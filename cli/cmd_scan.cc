@@ -31,11 +31,19 @@ bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options
 int RunScan(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
-  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on", "--yara-rules", "--yara-scope", "--no-yara"},
+  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on", "--yara-rules", "--yara-scope", "--no-yara",
+                           "--policy"},
                     &opts, &error)) {
     return Usage(error);
   }
   if (opts.paths.empty()) return Usage("scan needs at least one PATH");
+  if (!opts.policy.empty()) {
+    // Under a policy, the policy sets the bar, the rules and the limits.
+    if (!opts.yara_dirs.empty() || opts.no_yara || opts.yara_scope != "header") {
+      return Usage("--policy sets the YARA rules (policy yara:); drop --yara-* / --no-yara");
+    }
+    return RunChecked(opts, opts.policy);
+  }
 
   scanner::ScanOptions scan_options;
   if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;

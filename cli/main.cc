@@ -14,11 +14,14 @@ int Usage(const std::string& message) {
   std::cerr <<
       "usage:\n"
       "  modelgate scan    [-f text|json|sarif] [-o FILE] [--fail-on SEV] [-q]\n"
-      "                    [--yara-rules DIR]... [--yara-scope header|all] [--no-yara] PATH...\n"
+      "                    [--yara-rules DIR]... [--yara-scope header|all] [--no-yara]\n"
+      "                    [--policy FILE] PATH...\n"
       "  modelgate inspect [-f text|json] [-o FILE] FILE\n"
       "  modelgate keygen  --out PREFIX        (PREFIX.key 0600, PREFIX.pub)\n"
       "  modelgate sign    --key FILE [-o OUT] [--model ID] [--version N] PATH\n"
       "  modelgate verify  --pubkey FILE [--pubkey FILE...] [-f text|json|sarif] [-o FILE] PATH...\n"
+      "  modelgate check   --policy FILE [-f text|json|sarif] [-o FILE] PATH...\n"
+      "  modelgate policy lint FILE\n"
       "  modelgate --version\n"
       "SEV is critical|high|medium|low|info (default high).\n"
       "Exit codes: 0 every file passed, 1 a file was rejected, 2 usage/IO error.\n";
@@ -47,10 +50,8 @@ int main(int argc, char** argv) {
     if (cmd == "keygen") return RunKeygen(args);
     if (cmd == "sign") return RunSign(args);
     if (cmd == "verify") return RunVerify(args);
-    if (cmd == "check") {
-      std::cerr << "modelgate: '" << cmd << "' is not implemented in this version\n";
-      return kExitCannotJudge;
-    }
+    if (cmd == "check") return RunCheck(args);
+    if (cmd == "policy") return RunPolicy(args);
     return Usage("unknown command '" + cmd + "'");
   } catch (const std::exception& e) {
     std::cerr << "modelgate: internal error: " << e.what() << "\n";

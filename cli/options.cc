@@ -38,11 +38,7 @@ bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::s
     }
     const std::string_view opt = Canonical(a);
     if (std::find(allowed.begin(), allowed.end(), opt) == allowed.end()) {
-      if (opt == "--policy") {
-        *error = a + " is not implemented in this version";
-      } else {
-        *error = "unknown option '" + a + "'";
-      }
+      *error = "unknown option '" + a + "'";
       return false;
     }
     if (opt == "-f") {
@@ -100,6 +96,8 @@ bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::s
       }
     } else if (opt == "--no-yara") {
       opts->no_yara = true;
+    } else if (opt == "--policy") {
+      if (!value(&opts->policy)) return false;
     }
   }
   return true;

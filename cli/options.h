@@ -25,6 +25,7 @@ struct CommonOptions {
   std::vector<std::string> yara_dirs;  // --yara-rules DIR (repeatable)
   std::string yara_scope = "header";   // --yara-scope header|all
   bool no_yara = false;                // --no-yara: not even the shipped rules
+  std::string policy;                  // --policy FILE
   std::vector<std::string> paths;
 };
 

@@ -499,6 +499,48 @@ def yara_rules_default_custom_and_errors(d):
         raise AssertionError("the error names the file and line: " + err)
 
 
+@test
+def check_gate_with_a_policy(d):
+    code, out, err = run("keygen", "--out", os.path.join(d, "rel"))
+    eq(code, 0, "keygen")
+    with open(os.path.join(d, "rel.pub")) as f:
+        pem = f.read()
+    pol = os.path.join(d, "policy.yaml")
+    with open(pol, "w") as f:
+        f.write("apiVersion: modelgate/v1\nkind: Policy\nfailOn: high\n"
+                "formats: {allow: [safetensors]}\n"
+                "signatures:\n  required: true\n  threshold: 1\n  keys:\n"
+                "    - name: release\n      publicKey: |\n" +
+                "".join("        " + line + "\n" for line in pem.strip().splitlines()))
+    code, out, err = run("policy", "lint", pol)
+    eq(code, 0, "lint passes: " + out + err)
+    unsigned = write(d, "m/unsigned.safetensors", GOOD)
+    signed = os.path.join(d, "m", "signed.safetensors")
+    code, _, err = run("sign", "--key", os.path.join(d, "rel.key"), "-o", signed, unsigned)
+    eq(code, 0, "sign: " + err)
+    pk = write(d, "m/w.pkl", b"\x80\x02}q\x00.")
+    code, doc, _ = scan_json("--policy", pol, signed)
+    eq(code, 0, "signed file passes (scan --policy)")
+    code, out, _ = run("check", "--policy", pol, "-f", "json", signed, unsigned, pk)
+    eq(code, 1, "exit")
+    by = {os.path.basename(f["path"]): f for f in json.loads(out)["files"]}
+    eq(by["signed.safetensors"]["verdict"], "pass", "signed passes")
+    eq(by["signed.safetensors"]["signature"]["status"], "valid", "signature valid")
+    eq(by["unsigned.safetensors"]["verdict"], "reject", "unsigned rejected")
+    eq(by["unsigned.safetensors"]["signature"]["status"], "missing", "missing")
+    eq(by["w.pkl"]["verdict"], "reject", "pickle rejected")
+    eq("MG-POLICY-FORMAT" in ids(by["w.pkl"]), True, "format not allowed")
+    bad = os.path.join(d, "bad.yaml")
+    with open(bad, "w") as f:
+        f.write("apiVersion: modelgate/v1\nkind: Policy\nfailOn: high\nfailOn: low\n")
+    code, out, err = run("check", "--policy", bad, signed)
+    eq(code, 2, "a broken policy: exit 2")
+    if "bad.yaml:4:" not in err:
+        raise AssertionError("names the line: " + err)
+    code, out, err = run("policy", "lint", bad)
+    eq(code, 2, "lint of a broken policy: exit 2")
+
+
 def main():
     passed = failed = 0
     for t in TESTS:

@@ -1,0 +1,110 @@
+// check (and scan --policy): scan + verify under an operator's policy; and
+// `policy lint`. The policy comes only from the command line, never from the
+// tree being scanned: an uploader cannot waive their own findings.
+#include <iostream>
+
+#include "cli.h"
+#include "exit_code.h"
+#include "modelgate/policy.h"
+#include "modelgate/signer.h"
+#include "options.h"
+
+namespace modelgate::cli {
+namespace {
+
+Verdict FromDecision(policy::Decision d) {
+  switch (d) {
+    case policy::Decision::kPass: return Verdict::kPass;
+    case policy::Decision::kReject: return Verdict::kReject;
+    case policy::Decision::kError: return Verdict::kError;
+  }
+  return Verdict::kError;
+}
+
+FileReport CheckOne(const Target& target, const policy::Policy& p,
+                    const scanner::ScanOptions& scan_options,
+                    std::span<const signer::PublicKey> keys, const policy::Date& today) {
+  FileReport fr;
+  if (!target.walk_findings.empty() || target.walk_error) {
+    fr.scan.path = target.path;
+    fr.scan.io_error = target.walk_error;
+    fr.scan.findings = target.walk_findings;
+  } else {
+    fr.scan = scanner::ScanFile(target.path, target.follow_symlink, scan_options);
+  }
+  std::optional<signer::VerifyResult> verify;
+  if (!fr.scan.io_error && fr.scan.format == scanner::Format::kSafetensors) {
+    signer::VerifyOptions vo = policy::VerifyOptionsFor(p);
+    vo.follow_symlink = target.follow_symlink;
+    auto v = signer::VerifyFile(target.path, keys, vo);
+    if (!v.ok()) {
+      fr.scan.io_error = true;
+      fr.scan.findings.push_back(scanner::FindingFromError(v.error()));
+    } else {
+      verify = std::move(v).value();
+    }
+  }
+  std::optional<core::Sha256Digest> sha;
+  if (!fr.scan.io_error && policy::NeedsFileSha256(p)) {
+    auto h = policy::FileSha256(target.path);
+    if (h.ok()) sha = h.value();
+  }
+  policy::Verdict v = policy::Evaluate(p, fr.scan, verify, sha, today);
+  fr.verdict = FromDecision(v.decision);
+  fr.scan.findings = v.ReportedFindings();
+  fr.signature.status = v.signature_status;
+  if (verify) {
+    for (const auto& rc : verify->records) {
+      if (rc.outcome != signer::RecordCheck::Outcome::kVerified) continue;
+      fr.signature.key_ids.push_back(core::HexLower(rc.record.kid));
+      fr.signature.key_names.push_back(rc.key_name);
+    }
+  }
+  return fr;
+}
+
+}  // namespace
+
+int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
+  auto p = policy::LoadPolicy(policy_path);
+  if (!p.ok()) {
+    std::cerr << "modelgate: policy: " << p.error().message << "\n";
+    return kExitCannotJudge;
+  }
+  auto scan_options = policy::ScanOptionsFor(p.value());
+  if (!scan_options.ok()) {
+    std::cerr << "modelgate: policy: " << scan_options.error().message << "\n";
+    return kExitCannotJudge;
+  }
+  const std::vector<signer::PublicKey> keys = policy::TrustedKeys(p.value());
+  const policy::Date today = policy::Today();
+  Report report;
+  for (const auto& target : ExpandPaths(opts.paths)) {
+    report.files.push_back(CheckOne(target, p.value(), scan_options.value(), keys, today));
+  }
+  return EmitReport(report, opts);
+}
+
+int RunCheck(const std::vector<std::string>& args) {
+  CommonOptions opts;
+  std::string error;
+  if (!ParseOptions(args, {"--policy", "-f", "-o", "-q"}, &opts, &error)) return Usage(error);
+  if (opts.policy.empty()) return Usage("check needs --policy FILE");
+  if (opts.paths.empty()) return Usage("check needs at least one PATH");
+  return RunChecked(opts, opts.policy);
+}
+
+int RunPolicy(const std::vector<std::string>& args) {
+  if (args.size() != 2 || args[0] != "lint") return Usage("usage: modelgate policy lint FILE");
+  const auto problems = policy::LintPolicy(args[1], policy::Today());
+  bool errors = false;
+  for (const auto& pr : problems) {
+    const bool is_error = pr.level == policy::Problem::Level::kError;
+    errors |= is_error;
+    std::cout << (is_error ? "error: " : "warning: ") << pr.message << "\n";
+  }
+  if (problems.empty()) std::cout << DisplayPath(args[1]) << ": ok\n";
+  return errors ? kExitCannotJudge : kExitPass;
+}
+
+}  // namespace modelgate::cli
