@@ -5,6 +5,8 @@
 // reader may read differently is a finding.
 #include "tar.h"
 
+#include "archive_names.h"
+
 #include <algorithm>
 #include <array>
 #include <numeric>
@@ -153,25 +155,6 @@ bool ChecksumOk(std::span<const uint8_t> blk, uint64_t stored) {
          static_cast<int64_t>(stored) == signed_sum;
 }
 
-// A name a loader would join onto a directory: no parent steps, no absolute
-// paths, no drive letters or backslashes, no NUL or control bytes.
-const char* UnsafeNameReason(const std::string& name) {
-  if (name.empty()) return "empty name";
-  if (name[0] == '/') return "absolute path";
-  if (name.size() >= 2 && name[1] == ':') return "drive letter";
-  if (name.find('\\') != std::string::npos) return "backslash in name";
-  for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7F) return "control character in name";
-  }
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t end = name.find('/', start);
-    if (end == std::string::npos) end = name.size();
-    if (name.compare(start, end - start, "..") == 0) return "'..' component";
-    start = end + 1;
-  }
-  return nullptr;
-}
 
 std::string RStripSlash(std::string s) {
   while (!s.empty() && s.back() == '/') s.pop_back();

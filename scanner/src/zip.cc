@@ -5,6 +5,8 @@
 // see something else is a finding.
 #include "zip.h"
 
+#include "archive_names.h"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -48,25 +50,6 @@ uint32_t Le32(const uint8_t* p) {
          static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
-// A name a loader would join onto a directory: no parent steps, no absolute
-// paths, no drive letters or backslashes, no NUL or control bytes.
-const char* UnsafeNameReason(const std::string& name) {
-  if (name.empty()) return "empty name";
-  if (name[0] == '/') return "absolute path";
-  if (name.size() >= 2 && name[1] == ':') return "drive letter";
-  if (name.find('\\') != std::string::npos) return "backslash in name";
-  for (unsigned char c : name) {
-    if (c < 0x20 || c == 0x7F) return "control character in name";
-  }
-  size_t start = 0;
-  while (start <= name.size()) {
-    size_t end = name.find('/', start);
-    if (end == std::string::npos) end = name.size();
-    if (name.compare(start, end - start, "..") == 0) return "'..' component";
-    start = end + 1;
-  }
-  return nullptr;
-}
 
 struct Zip64Values {
   uint64_t uncompressed, compressed, local_offset;
