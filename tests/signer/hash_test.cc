@@ -76,3 +76,27 @@ TEST_CASE("HashRanges: equals Sha256 of each range on 1..8 threads", "[core][has
   REQUIRE_FALSE(closed.ok());
   CHECK(closed.error().code == core::Code::kIoRead);
 }
+
+TEST_CASE("HashRanges: a dominant range is read ahead on a second thread", "[core][hash]") {
+  TempDir dir;
+  Bytes data(1024 * 1024 + 5);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 40503u >> 7);
+  WriteBytes(dir / "g", data);
+  int fd = ::open((dir / "g").c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  core::HashOptions opt;
+  opt.threads = 2;
+  opt.buffer_bytes = 4096;  // 257 chunks through the 4-slot ring
+  std::vector<core::ByteRange> one = {{3, data.size() - 3}, {0, 2}};
+  auto r = core::HashRanges(fd, one, opt);
+  REQUIRE(r.ok());
+  CHECK(r.value()[0] == core::Sha256(std::span<const uint8_t>(data).subspan(3)));
+  CHECK(r.value()[1] == core::Sha256(std::span<const uint8_t>(data).first(2)));
+  // The reader hits the end of the file part-way: the error, not a digest.
+  std::vector<core::ByteRange> past = {{0, data.size() + 4096}};
+  auto bad = core::HashRanges(fd, past, opt);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == core::Code::kIoChanged);
+  CHECK(bad.error().offset == data.size());
+  ::close(fd);
+}

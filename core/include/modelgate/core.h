@@ -325,9 +325,11 @@ struct HashOptions {
 // HashRanges returns the SHA-256 of each range of the file open at `fd`
 // (read with pread, so the fd's position is untouched), in the order of
 // `ranges`. Ranges are scheduled largest first over the worker threads
-// (LPT): many ranges keep every thread busy, but one range is always one
-// sequential SHA-256 (a digest cannot be split), so a file that is mostly one
-// huge range hashes at single-core speed. A read error or early EOF
+// (LPT): many ranges keep every thread busy. One range is always one
+// sequential SHA-256 (a digest cannot be split), so a range holding more
+// than half the bytes is hashed first on two threads, one reading ahead into
+// a ring of buffers while the other hashes: the hash runs at the core's full
+// SHA-256 speed instead of also paying for the copy. A read error or early EOF
 // (the file shrank) is returned as an Error with the failing offset.
 Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> ranges,
                                              const HashOptions& options = {});
