@@ -88,7 +88,7 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
 int RunCheck(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
-  if (!ParseOptions(args, {"--policy", "-f", "-o", "-q"}, &opts, &error)) return Usage(error);
+  if (!ParseOptions(args, {"--policy", "-f", "-o", "-q", "--json-output", "--sarif-output"}, &opts, &error)) return Usage(error);
   if (opts.policy.empty()) return Usage("check needs --policy FILE");
   if (opts.paths.empty()) return Usage("check needs at least one PATH");
   return RunChecked(opts, opts.policy);

@@ -32,7 +32,7 @@ int RunScan(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
   if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on", "--yara-rules", "--yara-scope", "--no-yara",
-                           "--policy"},
+                           "--policy", "--json-output", "--sarif-output"},
                     &opts, &error)) {
     return Usage(error);
   }
@@ -72,6 +72,13 @@ int EmitReport(Report& report, const CommonOptions& opts) {
                            : opts.format == "sarif" ? RenderSarif(report)
                                                     : RenderText(report, color);
   if (!WriteOutput(opts.out_path, text)) return kExitCannotJudge;
+  // Extra formats from the same pass: multi-GB files are hashed once.
+  if (!opts.json_output.empty() && !WriteOutput(opts.json_output, RenderJson(report))) {
+    return kExitCannotJudge;
+  }
+  if (!opts.sarif_output.empty() && !WriteOutput(opts.sarif_output, RenderSarif(report))) {
+    return kExitCannotJudge;
+  }
   if (report.summary.errors > 0) return kExitCannotJudge;
   if (report.summary.rejected > 0) return kExitRejected;
   return kExitPass;

@@ -128,7 +128,7 @@ int RunSign(const std::vector<std::string>& args) {
 int RunVerify(const std::vector<std::string>& args) {
   CommonOptions opts;
   std::string error;
-  if (!ParseOptions(args, {"--pubkey", "-f", "-o", "-q"}, &opts, &error)) return Usage(error);
+  if (!ParseOptions(args, {"--pubkey", "-f", "-o", "-q", "--json-output", "--sarif-output"}, &opts, &error)) return Usage(error);
   if (opts.pubkeys.empty()) return Usage("verify needs at least one --pubkey FILE");
   if (opts.paths.empty()) return Usage("verify needs at least one PATH");
   std::vector<signer::PublicKey> trusted;

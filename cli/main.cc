@@ -21,6 +21,7 @@ int Usage(const std::string& message) {
       "  modelgate sign    --key FILE [-o OUT] [--model ID] [--version N] PATH\n"
       "  modelgate verify  --pubkey FILE [--pubkey FILE...] [-f text|json|sarif] [-o FILE] PATH...\n"
       "  modelgate check   --policy FILE [-f text|json|sarif] [-o FILE] PATH...\n"
+      "  (scan, verify, check: --json-output FILE / --sarif-output FILE add reports)\n"
       "  modelgate policy lint FILE\n"
       "  modelgate --version\n"
       "SEV is critical|high|medium|low|info (default high).\n"

@@ -98,6 +98,10 @@ bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::s
       opts->no_yara = true;
     } else if (opt == "--policy") {
       if (!value(&opts->policy)) return false;
+    } else if (opt == "--json-output") {
+      if (!value(&opts->json_output)) return false;
+    } else if (opt == "--sarif-output") {
+      if (!value(&opts->sarif_output)) return false;
     }
   }
   return true;

@@ -26,6 +26,8 @@ struct CommonOptions {
   std::string yara_scope = "header";   // --yara-scope header|all
   bool no_yara = false;                // --no-yara: not even the shipped rules
   std::string policy;                  // --policy FILE
+  std::string json_output;             // --json-output FILE (extra report)
+  std::string sarif_output;            // --sarif-output FILE (extra report)
   std::vector<std::string> paths;
 };
 

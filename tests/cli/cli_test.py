@@ -541,6 +541,20 @@ def check_gate_with_a_policy(d):
     eq(code, 2, "lint of a broken policy: exit 2")
 
 
+@test
+def extra_report_files_from_one_pass(d):
+    p = write(d, "o.safetensors", OVERLAP)
+    j, sf = os.path.join(d, "r.json"), os.path.join(d, "r.sarif")
+    code, out, _ = run("scan", "--json-output", j, "--sarif-output", sf, p)
+    eq(code, 1, "exit")
+    if not out.startswith("REJECT"):
+        raise AssertionError("text report still on stdout: " + out)
+    with open(j) as f:
+        eq(json.load(f)["files"][0]["findings"][0]["id"], "MG-ST-OVERLAP", "json file")
+    with open(sf) as f:
+        eq(json.load(f)["runs"][0]["results"][0]["ruleId"], "MG-ST-OVERLAP", "sarif file")
+
+
 def main():
     passed = failed = 0
     for t in TESTS:
