@@ -227,7 +227,7 @@ class Scanner {
       return;
     }
     const ZipArchive& zip = zr.value();
-    for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
     f.clear();
     if (!zip.directory_ok) {
       if (at.member.empty()) out_.unparseable = true;
@@ -320,7 +320,7 @@ class Scanner {
     limits.max_expansion_ratio = opts_.containers.max_expansion_ratio;
     std::vector<Finding> f;
     auto out = Decompress(in, codec, limits, &f, 0);
-    for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
     if (!out) {
       if (at.member.empty()) out_.unparseable = true;
       return;
@@ -343,7 +343,7 @@ class Scanner {
       return;
     }
     const TarArchive& tar = tr.value();
-    for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
     f.clear();
     if (tar.loader_fails) {
       // tarfile raises, so torch.load falls back to unpickling the file
@@ -355,14 +355,14 @@ class Scanner {
     if (LooksLikeTorchTar(tar)) {
       if (at.member.empty()) out_.format = Format::kPytorchTar;
       TorchTarMembers m = FindTorchTarMembers(tar, &f);
-      for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+      for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
       f.clear();
       for (const TarMember* member : {m.storages, m.tensors, m.pickle}) {
         if (member == nullptr) continue;
         std::vector<uint8_t> bytes;
         if (!TarBytes(src, *member, at, &bytes)) return;
         TorchTarLayout layout = SplitTorchTarMember(member->name, bytes, member->data_offset, &f);
-        for (auto& x : f) out_.findings.push_back(at.member.empty() ? std::move(x) : PlacedZip(std::move(x), at));
+        for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
         f.clear();
         const std::string name = (at.member.empty() ? "" : at.member + "!") + member->name;
         const Place inner{name, member->data_offset, at.absolute && at.member.empty()};
@@ -439,15 +439,6 @@ class Scanner {
     return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
   }
 
-  // Zip findings carry absolute offsets when the archive is the file itself.
-  Finding PlacedZip(Finding f, const Place& at) {
-    if (at.member.empty()) return f;
-    f.member = f.member.empty() ? at.member : at.member + "!" + f.member;
-    f.member_offset = f.offset;
-    f.offset = core::kNoOffset;
-    return f;
-  }
-
   bool TarBytes(const Source& src, const TarMember& m, const Place& at, std::vector<uint8_t>* out) {
     if (m.size > opts_.containers.max_member_bytes) {
       out_.findings.push_back(Placed(MakeFinding(
@@ -471,7 +462,7 @@ class Scanner {
                std::optional<std::vector<uint8_t>>* whole) {
     std::vector<Finding> f;
     auto m = ExtractZipMember(src, e, opts_.containers.max_member_bytes, &f);
-    for (auto& x : f) out_.findings.push_back(PlacedZip(std::move(x), at));
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
     if (!m.ok()) {
       out_.io_error = true;
       out_.findings.push_back(FindingFromError(m.error()));
