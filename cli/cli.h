@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "modelgate/scanner.h"
+#include "modelgate/signer.h"
 
 namespace modelgate::cli {
 
@@ -19,6 +20,10 @@ struct SignatureReport {
   std::vector<std::string> key_ids;     // records that verified
   std::vector<std::string> key_names;   // their trusted keys' names
 };
+
+// SignatureFrom fills a report's signature object from a verification:
+// its status, and the key id and trusted name of every record that verified.
+SignatureReport SignatureFrom(const signer::VerifyResult& v);
 
 // FileReport is one file's line in a report.
 struct FileReport {

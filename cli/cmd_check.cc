@@ -52,14 +52,8 @@ FileReport CheckOne(const Target& target, const policy::Policy& p,
   policy::Verdict v = policy::Evaluate(p, fr.scan, verify, sha, today);
   fr.verdict = FromDecision(v.decision);
   fr.scan.findings = v.ReportedFindings();
-  fr.signature.status = v.signature_status;
-  if (verify) {
-    for (const auto& rc : verify->records) {
-      if (rc.outcome != signer::RecordCheck::Outcome::kVerified) continue;
-      fr.signature.key_ids.push_back(core::HexLower(rc.record.kid));
-      fr.signature.key_names.push_back(rc.key_name);
-    }
-  }
+  if (verify) fr.signature = SignatureFrom(*verify);
+  fr.signature.status = v.signature_status;  // the policy's reading of it
   return fr;
 }
 

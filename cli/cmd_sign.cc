@@ -65,12 +65,7 @@ FileReport VerifyOne(const Target& target, std::span<const signer::PublicKey> tr
     return fr;
   }
   const auto& v = r.value();
-  fr.signature.status = std::string(signer::SigStatusName(v.status));
-  for (const auto& rc : v.records) {
-    if (rc.outcome != signer::RecordCheck::Outcome::kVerified) continue;
-    fr.signature.key_ids.push_back(core::HexLower(rc.record.kid));
-    fr.signature.key_names.push_back(rc.key_name);
-  }
+  fr.signature = SignatureFrom(v);
   if (v.valid()) {
     fr.scan.safetensors = v.file;
     fr.verdict = Verdict::kPass;
@@ -82,6 +77,17 @@ FileReport VerifyOne(const Target& target, std::span<const signer::PublicKey> tr
 }
 
 }  // namespace
+
+SignatureReport SignatureFrom(const signer::VerifyResult& v) {
+  SignatureReport out;
+  out.status = std::string(signer::SigStatusName(v.status));
+  for (const auto& rc : v.records) {
+    if (rc.outcome != signer::RecordCheck::Outcome::kVerified) continue;
+    out.key_ids.push_back(core::HexLower(rc.record.kid));
+    out.key_names.push_back(rc.key_name);
+  }
+  return out;
+}
 
 int RunKeygen(const std::vector<std::string>& args) {
   CommonOptions opts;
