@@ -261,7 +261,7 @@ TEST_CASE("trailing data and concatenated members", "[decompress]") {
   CHECK(capped->size() == a.size() + 10);
 }
 
-TEST_CASE("findings carry the base offset; 7z is reported, not unpacked", "[decompress]") {
+TEST_CASE("findings carry the base offset, 7z is reported, not unpacked", "[decompress]") {
   std::vector<sc::Finding> f;
   const Bytes z = Compress(sc::Codec::kGzip, Text(100));
   (void)sc::Decompress(Cat(z, Bytes{1}), sc::Codec::kGzip, {}, &f, 4096);

@@ -181,7 +181,7 @@ TEST_CASE("aligned wrapper: padding-length byte, padding, count * itemsize", "[j
   CHECK(a.arrays[0].data_bytes == 24);
 }
 
-TEST_CASE("shape () is one element; no or None alignment means no padding byte", "[joblib]") {
+TEST_CASE("shape () is one element, no or None alignment means no padding byte", "[joblib]") {
   for (bool none : {false, true}) {
     PickleBuilder b;
     b.Proto(4);
@@ -229,7 +229,7 @@ TEST_CASE("unicode, bytes and void itemsizes come from the typestr", "[joblib]")
   }
 }
 
-TEST_CASE("object dtype: the nested pickle is analyzed; os.system in it is critical", "[joblib]") {
+TEST_CASE("object dtype: the nested pickle is analyzed, os.system in it is critical", "[joblib]") {
   PickleBuilder b;
   b.Proto(4);
   Wrapper w;

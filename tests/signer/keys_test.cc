@@ -77,7 +77,7 @@ TEST_CASE("keygen: never overwrites, never follows a symlink, leaves nothing hal
   CHECK_FALSE(std::filesystem::exists(dir / "target"));
 }
 
-TEST_CASE("keys: openssl genpkey Ed25519 keys load; other types and encrypted keys do not",
+TEST_CASE("keys: openssl genpkey Ed25519 keys load, other types and encrypted keys do not",
           "[signer][keys]") {
   if (!HaveOpenssl()) {
     WARN("openssl not installed; skipped");

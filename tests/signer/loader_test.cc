@@ -215,7 +215,7 @@ TEST_CASE("loader: lazy fails only the tampered tensor, on its access, every tim
   CHECK(m.value().Tensor(std::string_view("embed.weight")).ok());
 }
 
-TEST_CASE("loader: lazy access is thread-safe; all threads see one outcome per tensor",
+TEST_CASE("loader: lazy access is thread-safe, all threads see one outcome per tensor",
           "[signer][loader]") {
   Fixture f;
   Bytes bad = f.signed_bytes;

@@ -47,7 +47,7 @@ std::vector<std::string> Kids(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("sign: in place keeps the mode; output is a valid, padded safetensors file",
+TEST_CASE("sign: in place keeps the mode, output is a valid, padded safetensors file",
           "[signer][sign]") {
   TempDir dir;
   const std::string p = dir / "m.safetensors";
@@ -102,7 +102,7 @@ TEST_CASE("sign: -o writes elsewhere, leaves the input, replaces an existing out
   CHECK(Check(out, {key.public_key()}).status == SigStatus::kValid);
 }
 
-TEST_CASE("sign: co-signing keeps the first record; re-signing replaces only its own",
+TEST_CASE("sign: co-signing keeps the first record, re-signing replaces only its own",
           "[signer][sign]") {
   TempDir dir;
   const std::string p = dir / "m.safetensors";

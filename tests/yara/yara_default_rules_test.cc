@@ -172,7 +172,7 @@ TEST_CASE("default rules: the embedded copy is scanner/rules/*.yar, byte for byt
   CHECK(embedded == on_disk);
 }
 
-TEST_CASE("default rules: compile without warnings; every rule has meta", "[yara][default]") {
+TEST_CASE("default rules: compile without warnings, every rule has meta", "[yara][default]") {
   const auto& rules = Default();
   CHECK(rules.warnings().empty());
   for (const auto& w : rules.warnings()) UNSCOPED_INFO(w);

@@ -120,7 +120,7 @@ TEST_CASE("mg_scope tells a rule what it is looking at", "[yara]") {
   CHECK(Ids(out) == std::vector<std::string>{"MG-YARA-ONLY-HEADER"});
 }
 
-TEST_CASE("private rules are not reported; rules may use them", "[yara]") {
+TEST_CASE("private rules are not reported, rules may use them", "[yara]") {
   TempDir dir;
   WriteFile(dir / "p.yar",
             "private rule helper { strings: $h = \"HH\" condition: $h }\n"
