@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,20 @@ struct Target {
 // recursively in sorted order, never following a symlink out of the tree.
 std::vector<Target> ExpandPaths(const std::vector<std::string>& paths);
 
+class Progress;
+struct CommonOptions;
+// RunFiles expands opts.paths and judges each target with `one`, in order,
+// with a progress line on stderr when stderr is a terminal and -q is not
+// given. `one` gets that line (null when none is drawn) to name its phases
+// and feed hashing progress (Progress::Phase, Progress::Hashed).
+using JudgeFn = std::function<FileReport(const Target&, Progress*)>;
+Report RunFiles(const CommonOptions& opts, const JudgeFn& one);
+
+// WalkFindings fills `fr` from the walk's own judgement of `target` (a
+// symlink out of the tree, a special file) and returns true; false when
+// the target is a file to open.
+bool WalkFindings(const Target& target, FileReport* fr);
+
 std::string RenderText(const Report& report, bool color);
 // FindingLine is one finding as a text line: `  PATH[!MEMBER][:OFFSET]: ID
 // (severity): message`, with `path` already made displayable.
@@ -86,7 +101,6 @@ int RunPolicy(const std::vector<std::string>& args);
 // EmitReport renders `report` as opts say, writes it, and returns the exit
 // code the contract gives it (2 if anything could not be judged or the
 // report could not be written, else 1 if anything was rejected, else 0).
-struct CommonOptions;
 int EmitReport(Report& report, const CommonOptions& opts);
 // ConfigureYara compiles the shipped rules plus --yara-rules directories
 // once for the run (unless --no-yara); false, after a message, on error.

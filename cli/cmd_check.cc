@@ -8,6 +8,7 @@
 #include "modelgate/policy.h"
 #include "modelgate/signer.h"
 #include "options.h"
+#include "progress.h"
 
 namespace modelgate::cli {
 namespace {
@@ -23,19 +24,20 @@ Verdict FromDecision(policy::Decision d) {
 
 FileReport CheckOne(const Target& target, const policy::Policy& p,
                     const scanner::ScanOptions& scan_options,
-                    std::span<const signer::PublicKey> keys, const policy::Date& today) {
+                    std::span<const signer::PublicKey> keys, const policy::Date& today,
+                    Progress* progress) {
   FileReport fr;
-  if (!target.walk_findings.empty() || target.walk_error) {
-    fr.scan.path = target.path;
-    fr.scan.io_error = target.walk_error;
-    fr.scan.findings = target.walk_findings;
-  } else {
+  if (!WalkFindings(target, &fr)) {
     fr.scan = scanner::ScanFile(target.path, target.follow_symlink, scan_options);
   }
+  core::HashOptions hash;
+  if (progress) hash.progress = progress->Hashed();
   std::optional<signer::VerifyResult> verify;
   if (!fr.scan.io_error && fr.scan.format == scanner::Format::kSafetensors) {
     signer::VerifyOptions vo = policy::VerifyOptionsFor(p);
     vo.follow_symlink = target.follow_symlink;
+    vo.hash = hash;
+    if (progress) progress->Phase("hashing");
     auto v = signer::VerifyFile(target.path, keys, vo);
     if (!v.ok()) {
       fr.scan.io_error = true;
@@ -46,7 +48,8 @@ FileReport CheckOne(const Target& target, const policy::Policy& p,
   }
   std::optional<core::Sha256Digest> sha;
   if (!fr.scan.io_error && policy::NeedsFileSha256(p)) {
-    auto h = policy::FileSha256(target.path);
+    if (progress) progress->Phase("sha-256");  // for exceptions pinned to it
+    auto h = policy::FileSha256(target.path, target.follow_symlink, hash);
     if (h.ok()) sha = h.value();
   }
   policy::Verdict v = policy::Evaluate(p, fr.scan, verify, sha, today);
@@ -72,10 +75,9 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
   }
   const std::vector<signer::PublicKey> keys = policy::TrustedKeys(p.value());
   const policy::Date today = policy::Today();
-  Report report;
-  for (const auto& target : ExpandPaths(opts.paths)) {
-    report.files.push_back(CheckOne(target, p.value(), scan_options.value(), keys, today));
-  }
+  Report report = RunFiles(opts, [&](const Target& target, Progress* progress) {
+    return CheckOne(target, p.value(), scan_options.value(), keys, today, progress);
+  });
   return EmitReport(report, opts);
 }
 

@@ -47,19 +47,14 @@ int RunScan(const std::vector<std::string>& args) {
 
   scanner::ScanOptions scan_options;
   if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;
-  Report report;
-  for (auto& target : ExpandPaths(opts.paths)) {
+  Report report = RunFiles(opts, [&](const Target& target, Progress*) {
     FileReport fr;
-    if (!target.walk_findings.empty() || target.walk_error) {
-      fr.scan.path = target.path;
-      fr.scan.io_error = target.walk_error;
-      fr.scan.findings = std::move(target.walk_findings);
-    } else {
+    if (!WalkFindings(target, &fr)) {
       fr.scan = scanner::ScanFile(target.path, target.follow_symlink, scan_options);
     }
     fr.verdict = Judge(fr.scan, opts.fail_on);
-    report.files.push_back(std::move(fr));
-  }
+    return fr;
+  });
   return EmitReport(report, opts);
 }
 

@@ -6,6 +6,7 @@
 #include "exit_code.h"
 #include "modelgate/signer.h"
 #include "options.h"
+#include "progress.h"
 
 namespace modelgate::cli {
 namespace {
@@ -28,12 +29,11 @@ scanner::Format SniffFormat(const core::OpenedFile& f, const std::string& path) 
   return scanner::DetectFormat(head, f.size, slash == std::string::npos ? path : path.substr(slash + 1));
 }
 
-FileReport VerifyOne(const Target& target, std::span<const signer::PublicKey> trusted) {
+FileReport VerifyOne(const Target& target, std::span<const signer::PublicKey> trusted,
+                     Progress* progress) {
   FileReport fr;
   fr.scan.path = target.path;
-  if (!target.walk_findings.empty() || target.walk_error) {
-    fr.scan.io_error = target.walk_error;
-    fr.scan.findings = target.walk_findings;
+  if (WalkFindings(target, &fr)) {
     fr.verdict = target.walk_error ? Verdict::kError : Verdict::kReject;
     return fr;
   }
@@ -57,6 +57,10 @@ FileReport VerifyOne(const Target& target, std::span<const signer::PublicKey> tr
   }
   signer::VerifyOptions options;
   options.follow_symlink = target.follow_symlink;
+  if (progress) {
+    options.hash.progress = progress->Hashed();
+    progress->Phase("hashing");
+  }
   auto r = signer::VerifyFile(target.path, trusted, options);
   if (!r.ok()) {
     fr.scan.io_error = true;
@@ -120,7 +124,16 @@ int RunSign(const std::vector<std::string>& args) {
   so.model = opts.model;
   so.version = opts.version.value_or(0);
   const std::string& path = opts.paths[0];
+  Target target;
+  target.path = path;
+  std::unique_ptr<Progress> progress = StderrProgress(opts.quiet, {target});
+  if (progress) {
+    progress->StartFile(0, path);
+    progress->Phase("signing");
+    so.hash.progress = progress->Hashed();
+  }
   auto r = signer::SignFile(path, key.value(), so, opts.out_path);
+  if (progress) progress->Finish();
   if (!r.ok()) return Failure(path, r.error());
   const std::string out = opts.out_path.empty() ? path : opts.out_path;
   if (!opts.quiet) {
@@ -147,8 +160,9 @@ int RunVerify(const std::vector<std::string>& args) {
     k.value().name = p;
     trusted.push_back(std::move(k).value());
   }
-  Report report;
-  for (const auto& target : ExpandPaths(opts.paths)) report.files.push_back(VerifyOne(target, trusted));
+  Report report = RunFiles(opts, [&](const Target& target, Progress* progress) {
+    return VerifyOne(target, trusted, progress);
+  });
   return EmitReport(report, opts);
 }
 

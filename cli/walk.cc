@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "cli.h"
+#include "options.h"
+#include "progress.h"
 
 namespace modelgate::cli {
 namespace {
@@ -113,6 +115,28 @@ std::vector<Target> ExpandPaths(const std::vector<std::string>& paths) {
     }
   }
   return out;
+}
+
+bool WalkFindings(const Target& target, FileReport* fr) {
+  if (target.walk_findings.empty() && !target.walk_error) return false;
+  fr->scan.path = target.path;
+  fr->scan.io_error = target.walk_error;
+  fr->scan.findings = target.walk_findings;
+  return true;
+}
+
+Report RunFiles(const CommonOptions& opts, const JudgeFn& one) {
+  const std::vector<Target> targets = ExpandPaths(opts.paths);
+  std::unique_ptr<Progress> progress = StderrProgress(opts.quiet, targets);
+  Report report;
+  report.files.reserve(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (progress) progress->StartFile(i, targets[i].path);
+    report.files.push_back(one(targets[i], progress.get()));
+    if (progress) progress->EndFile();
+  }
+  if (progress) progress->Finish();  // erased before the report is written
+  return report;
 }
 
 }  // namespace modelgate::cli

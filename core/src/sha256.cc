@@ -142,7 +142,8 @@ namespace {
 // small ring of buffers while the other hashes them in order. One SHA-256
 // chain cannot be split, but the copy out of the page cache (~15% of the
 // work) then runs on the second core instead of stalling the hash.
-Result<Sha256Digest> HashPipelined(int fd, const ByteRange& r, size_t buffer_bytes) {
+Result<Sha256Digest> HashPipelined(int fd, const ByteRange& r, size_t buffer_bytes,
+                                   const ProgressFn& progress) {
   constexpr size_t kSlots = 4;
   std::vector<std::vector<uint8_t>> slots(kSlots, std::vector<uint8_t>(buffer_bytes));
   std::array<size_t, kSlots> len{};
@@ -191,6 +192,7 @@ Result<Sha256Digest> HashPipelined(int fd, const ByteRange& r, size_t buffer_byt
       n = len[k % kSlots];
     }
     h.Update(std::span<const uint8_t>(slots[k % kSlots].data(), n));
+    if (progress) progress(n);
     {
       std::lock_guard<std::mutex> lock(mu);
       ++consumed;
@@ -217,7 +219,7 @@ Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> 
     uint64_t total = 0;
     for (const auto& r : ranges) total += r.size_bytes;
     if (big.size_bytes > total / 2 && big.size_bytes >= 4 * uint64_t{buffer_bytes}) {
-      auto d = HashPipelined(fd, big, buffer_bytes);
+      auto d = HashPipelined(fd, big, buffer_bytes, options.progress);
       if (!d.ok()) return d.error();
       digests[order.front()] = d.value();
       order.erase(order.begin());
@@ -246,6 +248,7 @@ Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> 
         return false;
       }
       h.Update(std::span<const uint8_t>(buffer.data(), n));
+      if (options.progress) options.progress(n);
       pos += n;
       left -= n;
     }

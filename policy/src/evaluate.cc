@@ -77,11 +77,12 @@ std::vector<signer::PublicKey> TrustedKeys(const Policy& policy) {
 
 bool NeedsFileSha256(const Policy& policy) { return !policy.exceptions.empty(); }
 
-core::Result<core::Sha256Digest> FileSha256(const std::string& path) {
-  auto file = core::OpenRegularFile(path, /*follow_symlink=*/false);
+core::Result<core::Sha256Digest> FileSha256(const std::string& path, bool follow_symlink,
+                                            const core::HashOptions& hash) {
+  auto file = core::OpenRegularFile(path, follow_symlink);
   if (!file.ok()) return file.error();
   core::ByteRange all{0, file.value().size};
-  auto digests = core::HashRanges(file.value().fd, std::span<const core::ByteRange>(&all, 1));
+  auto digests = core::HashRanges(file.value().fd, std::span<const core::ByteRange>(&all, 1), hash);
   if (!digests.ok()) return digests.error();
   return digests.value().at(0);
 }

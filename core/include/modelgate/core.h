@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -315,11 +316,18 @@ struct ByteRange {
   uint64_t size_bytes = 0;
 };
 
+// ProgressFn is told how many more bytes were processed (read and hashed,
+// or read by a scan). Callers may invoke it from several threads at once:
+// it must be thread-safe, and cheap (it runs once per buffer).
+using ProgressFn = std::function<void(uint64_t bytes)>;
+
 struct HashOptions {
   // Worker threads; 0 means std::thread::hardware_concurrency().
   unsigned threads = 0;
   // Per-thread read buffer.
   size_t buffer_bytes = size_t{1} << 20;
+  // Told the size of every buffer hashed (progress bars); may be empty.
+  ProgressFn progress;
 };
 
 // HashRanges returns the SHA-256 of each range of the file open at `fd`

@@ -159,8 +159,10 @@ std::vector<signer::PublicKey> TrustedKeys(const Policy& policy);
 // NeedsFileSha256 is true when Evaluate can use the file's SHA-256 (the
 // policy has exceptions); otherwise the caller may skip hashing.
 bool NeedsFileSha256(const Policy& policy);
-// FileSha256 hashes the whole regular file at `path` (no symlink followed).
-core::Result<core::Sha256Digest> FileSha256(const std::string& path);
+// FileSha256 hashes the whole regular file at `path` (a final symlink is
+// followed only when `follow_symlink`, as for a path named on the command line).
+core::Result<core::Sha256Digest> FileSha256(const std::string& path, bool follow_symlink = false,
+                                            const core::HashOptions& hash = {});
 
 enum class Decision : uint8_t { kPass, kReject, kError };
 // DecisionName: "pass" | "reject" | "error" (the report's verdict).
