@@ -47,61 +47,6 @@ std::string DisplayPath(const std::string& path) {
   return q;
 }
 
-namespace {
-
-const char* Paint(bool color, core::Severity s) {
-  if (!color) return "";
-  switch (s) {
-    case core::Severity::kCritical: return "\033[1;31m";
-    case core::Severity::kHigh: return "\033[31m";
-    case core::Severity::kMedium: return "\033[33m";
-    default: return "\033[2m";
-  }
-}
-
-}  // namespace
-
-std::string FindingLine(const std::string& path, const scanner::Finding& fd, bool color) {
-  const char* reset = color ? "\033[0m" : "";
-  std::string out = "  " + path;
-  if (!fd.member.empty()) {
-    out += "!" + core::Quoted(fd.member);
-    if (fd.member_offset != core::kNoOffset) out += ":" + std::to_string(fd.member_offset);
-  } else if (fd.offset != core::kNoOffset) {
-    out += ":" + std::to_string(fd.offset);
-  }
-  return out + ": " + Paint(color, fd.severity) + fd.id + " (" +
-         std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " + fd.message + "\n";
-}
-
-std::string RenderText(const Report& report, bool color) {
-  std::string out;
-  const char* reset = color ? "\033[0m" : "";
-  for (const auto& f : report.files) {
-    const auto& s = f.scan;
-    const std::string path = DisplayPath(s.path);
-    const char* label = f.verdict == Verdict::kPass ? "PASS  " : f.verdict == Verdict::kReject ? "REJECT" : "ERROR ";
-    const char* on = !color ? "" : f.verdict == Verdict::kPass ? "\033[32m" : "\033[1;31m";
-    out += std::string(on) + label + reset + "  " + path + "  (" +
-           std::string(scanner::FormatName(s.format)) + ", " + std::to_string(s.size) + " bytes";
-    if (s.safetensors) out += ", " + std::to_string(s.safetensors->tensors.size()) + " tensors";
-    if (f.signature.status != "not-checked") out += ", signature " + f.signature.status;
-    out += ")\n";
-    for (size_t i = 0; i < f.signature.key_ids.size(); ++i) {
-      out += "  signed by key " + f.signature.key_ids[i];
-      if (i < f.signature.key_names.size() && !f.signature.key_names[i].empty()) {
-        out += " (" + core::Quoted(f.signature.key_names[i]) + ")";
-      }
-      out += "\n";
-    }
-    for (const auto& fd : s.findings) out += FindingLine(path, fd, color);
-  }
-  const auto& sm = report.summary;
-  out += std::to_string(sm.files) + " files: " + std::to_string(sm.passed) + " passed, " +
-         std::to_string(sm.rejected) + " rejected, " + std::to_string(sm.errors) + " errors\n";
-  return out;
-}
-
 std::string RenderJson(const Report& report) {
   using nlohmann::ordered_json;
   ordered_json doc;

@@ -8,12 +8,15 @@ codes (0 pass / 1 reject / 2 cannot judge), JSON fields of the
 modelgate.report/v1 document, and the text report's lines. Prints
 "N passed, M failed" and exits non-zero on any failure.
 """
+import fcntl
 import json
 import os
+import pty
 import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import traceback
 
 MG = os.path.abspath(sys.argv[1])
@@ -124,20 +127,32 @@ def hostile_file_rejected_with_id_offset(d):
 
 
 @test
-def text_report_lines(d):
+def text_report_table(d):
     good = write(d, "good.safetensors", GOOD)
     bad = write(d, "bad.safetensors", OVERLAP)
     code, out, err = run("scan", good, bad)
     eq(code, 1, "exit")
     lines = out.splitlines()
     n = struct.unpack("<Q", OVERLAP[:8])[0]
-    eq(lines[0].split()[0:2], ["PASS", good], "pass line")
-    eq(lines[1].split()[0:2], ["REJECT", bad], "reject line")
-    eq(lines[2].strip(), f'{bad}:{8 + n + 4}: MG-ST-OVERLAP (critical): tensor "b" [4,12) overlaps "a" [0,8)',
-       "finding line")
+    eq(lines[0].split(), ["VERDICT", "FORMAT", "SIZE", "TENSORS", "FINDINGS", "PATH"],
+       "header (no SIGNATURE column when nothing was verified)")
+    eq(lines[1].split(), ["PASS", "safetensors", str(len(GOOD)), "B", "2", "-", good], "pass row")
+    eq(lines[2].split(), ["REJECT", "safetensors", str(len(OVERLAP)), "B", "-", "1", "critical", bad],
+       "reject row")
+    # Columns line up: every row's path starts where the header's PATH does.
+    col = lines[0].index("PATH")
+    eq([lines[1].index(good), lines[2].index(bad)], [col, col], "aligned PATH column")
+    eq(lines[3].strip(), f'{bad}:{8 + n + 4}: MG-ST-OVERLAP (critical): tensor "b" [4,12) overlaps "a" [0,8)',
+       "finding line under its row")
+    eq(lines[-2], "", "blank line before the summary")
     eq(lines[-1], "2 files: 1 passed, 1 rejected, 0 errors", "summary line")
-    if "\033[" in out:
-        raise AssertionError("colour codes in piped output")
+    if "\033[" in out or "\033[" in err:
+        raise AssertionError("control codes in piped output")
+    code, out, err = run("scan", os.path.join(d, "empty-dir-that-is-missing"))
+    eq(code, 2, "missing path")
+    os.mkdir(os.path.join(d, "empty"))
+    code, out, err = run("scan", os.path.join(d, "empty"))
+    eq((code, out), (0, "0 files: 0 passed, 0 rejected, 0 errors\n"), "no files: no table")
 
 
 @test
@@ -255,7 +270,7 @@ def hostile_names_escaped_in_text(d):
     q = write(d, "n.safetensors", st_bytes(name_hdr, bytes(4)))
     code, out, _ = run("scan", q)
     eq(code, 1, "exit")
-    eq(len(out.splitlines()), 3, "verdict, finding, summary: no injected lines")
+    eq(len(out.splitlines()), 5, "header, row, finding, blank, summary: no injected lines")
 
 
 @test
@@ -541,13 +556,77 @@ def check_gate_with_a_policy(d):
     eq(code, 2, "lint of a broken policy: exit 2")
 
 
+def run_tty_stderr(*args, env=None, cols=100):
+    """Runs modelgate with stderr on a pseudo-terminal (stdout piped)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+    p = subprocess.Popen([MG, *args], stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: every slave end is closed
+            break
+        if not chunk:
+            break
+        err += chunk
+    out = p.communicate(timeout=60)[0]
+    os.close(master)
+    return p.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+@test
+def progress_line_only_on_a_terminal(d):
+    # A large file (sparse: nothing is written) gets a progress line at once.
+    size = 80 << 20
+    big = os.path.join(d, "big.safetensors")
+    with open(big, "wb") as f:
+        f.write(st_bytes({"w": {"dtype": "U8", "shape": [size], "data_offsets": [0, size]}}))
+        f.truncate(f.tell() + size)
+    key = os.path.join(d, "k")
+    eq(run("keygen", "--out", key)[0], 0, "keygen")
+    signed = os.path.join(d, "signed.safetensors")
+    eq(run("sign", "--key", key + ".key", "-o", signed, big)[0], 0, "sign")
+    code, out, err = run_tty_stderr("verify", "--pubkey", key + ".pub", signed)
+    eq(code, 0, "verify on a terminal: " + out + err)
+    frames = [f for f in err.split("\r") if f]
+    if not any(f.startswith("1/1 hashing [") and "signed.safetensors" in f for f in frames):
+        raise AssertionError("no hashing frame on the terminal: " + repr(err))
+    if not err.endswith("\r\033[K"):
+        raise AssertionError("the line is not erased at the end: " + repr(err[-40:]))
+    if any(len(f.replace("\033[K", "")) > 99 for f in frames):
+        raise AssertionError("a frame is wider than the terminal: " + repr(err))
+    if "\033" in out or "\r" in out or out.splitlines()[1].split()[0] != "PASS":
+        raise AssertionError("the report mixes with progress: " + repr(out))
+    # Piped stderr, -q, and TERM=dumb: nothing at all on stderr.
+    code, out, err = run("verify", "--pubkey", key + ".pub", signed)
+    eq((code, err), (0, ""), "stderr piped: no progress")
+    code, out, err = run_tty_stderr("verify", "-q", "--pubkey", key + ".pub", signed)
+    eq((code, err), (0, ""), "-q on a terminal: no progress")
+    env = dict(os.environ, TERM="dumb")
+    code, out, err = run_tty_stderr("verify", "--pubkey", key + ".pub", signed, env=env)
+    eq((code, err), (0, ""), "TERM=dumb: no progress")
+    # scan shows the phase it is in; check hashes under its policy too.
+    code, out, err = run_tty_stderr("scan", big)
+    eq(code, 0, "scan")
+    if "1/1 scanning" not in err:
+        raise AssertionError("no scanning frame: " + repr(err))
+    pol = write(d, "p.yaml", b"apiVersion: modelgate/v1\nkind: Policy\nsignatures:\n"
+                b"  required: true\n  keys:\n    - name: k\n      file: k.pub\n")
+    code, out, err = run_tty_stderr("check", "--policy", pol, signed, big)
+    eq(code, 1, "check: the unsigned copy is rejected")
+    if "2/2 scanning" not in err or "1/2 hashing" not in err:
+        raise AssertionError("check frames: " + repr(err))
+
+
 @test
 def extra_report_files_from_one_pass(d):
     p = write(d, "o.safetensors", OVERLAP)
     j, sf = os.path.join(d, "r.json"), os.path.join(d, "r.sarif")
     code, out, _ = run("scan", "--json-output", j, "--sarif-output", sf, p)
     eq(code, 1, "exit")
-    if not out.startswith("REJECT"):
+    if not out.splitlines()[1].startswith("REJECT"):
         raise AssertionError("text report still on stdout: " + out)
     with open(j) as f:
         eq(json.load(f)["files"][0]["findings"][0]["id"], "MG-ST-OVERLAP", "json file")

@@ -1,0 +1,132 @@
+// -f text: a table with one row per file, each file's findings under its
+// row, and a one-line summary. Colour only when the caller says stdout is
+// a terminal and NO_COLOR is unset.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "progress.h"
+
+namespace modelgate::cli {
+namespace {
+
+const char* Paint(bool color, core::Severity s) {
+  if (!color) return "";
+  switch (s) {
+    case core::Severity::kCritical: return "\033[1;31m";
+    case core::Severity::kHigh: return "\033[31m";
+    case core::Severity::kMedium: return "\033[33m";
+    default: return "\033[2m";
+  }
+}
+
+// FindingCounts is "1 critical, 2 medium" (most severe first), or "-".
+std::string FindingCounts(const std::vector<scanner::Finding>& findings) {
+  std::array<size_t, 5> n{};  // indexed by Severity (kCritical = 0 ... kInfo)
+  for (const auto& f : findings) {
+    const auto i = static_cast<size_t>(f.severity);
+    if (i < n.size()) ++n[i];
+  }
+  std::string out;
+  for (size_t i = 0; i < n.size(); ++i) {
+    if (n[i] == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(n[i]) + " " +
+           std::string(core::SeverityName(static_cast<core::Severity>(i)));
+  }
+  return out.empty() ? "-" : out;
+}
+
+enum Column { kVerdict, kFormat, kSize, kTensors, kSignature, kFindings, kPath, kColumns };
+
+struct Row {
+  std::array<std::string, kColumns> cells;
+  Verdict verdict = Verdict::kPass;
+};
+
+}  // namespace
+
+std::string FindingLine(const std::string& path, const scanner::Finding& fd, bool color) {
+  const char* reset = color ? "\033[0m" : "";
+  std::string out = "  " + path;
+  if (!fd.member.empty()) {
+    out += "!" + core::Quoted(fd.member);
+    if (fd.member_offset != core::kNoOffset) out += ":" + std::to_string(fd.member_offset);
+  } else if (fd.offset != core::kNoOffset) {
+    out += ":" + std::to_string(fd.offset);
+  }
+  return out + ": " + Paint(color, fd.severity) + fd.id + " (" +
+         std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " + fd.message + "\n";
+}
+
+std::string RenderText(const Report& report, bool color) {
+  const char* reset = color ? "\033[0m" : "";
+  bool any_signature = false;
+  for (const auto& f : report.files) any_signature |= f.signature.status != "not-checked";
+
+  std::vector<Row> rows;
+  rows.push_back({{"VERDICT", "FORMAT", "SIZE", "TENSORS", "SIGNATURE", "FINDINGS", "PATH"}});
+  for (const auto& f : report.files) {
+    const auto& s = f.scan;
+    Row r;
+    r.verdict = f.verdict;
+    r.cells[kVerdict] = f.verdict == Verdict::kPass     ? "PASS"
+                        : f.verdict == Verdict::kReject ? "REJECT"
+                                                        : "ERROR";
+    r.cells[kFormat] = std::string(scanner::FormatName(s.format));
+    r.cells[kSize] = HumanBytes(s.size);
+    r.cells[kTensors] = s.safetensors ? std::to_string(s.safetensors->tensors.size()) : "-";
+    r.cells[kSignature] = f.signature.status == "not-checked" ? "-" : f.signature.status;
+    r.cells[kFindings] = FindingCounts(s.findings);
+    r.cells[kPath] = DisplayPath(s.path);
+    rows.push_back(std::move(r));
+  }
+  std::array<size_t, kColumns> width{};
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < kColumns; ++c) width[c] = std::max(width[c], r.cells[c].size());
+  }
+
+  std::string out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (i > 0 || !report.files.empty()) {
+      std::string line;
+      for (size_t c = 0; c < kColumns; ++c) {
+        if (c == kSignature && !any_signature) continue;
+        const std::string& cell = r.cells[c];
+        if (c == kPath) {
+          line += cell;
+          break;
+        }
+        const std::string pad(width[c] - cell.size(), ' ');
+        if (c == kSize || c == kTensors) {
+          line += pad + cell;  // numbers align right
+        } else if (c == kVerdict && i > 0 && color) {
+          line += (r.verdict == Verdict::kPass ? "\033[32m" : "\033[1;31m") + cell + reset + pad;
+        } else {
+          line += cell + pad;
+        }
+        line += "  ";
+      }
+      out += line + "\n";
+    }
+    if (i == 0) continue;
+    const FileReport& f = report.files[i - 1];
+    for (size_t k = 0; k < f.signature.key_ids.size(); ++k) {
+      out += "  signed by key " + f.signature.key_ids[k];
+      if (k < f.signature.key_names.size() && !f.signature.key_names[k].empty()) {
+        out += " (" + core::Quoted(f.signature.key_names[k]) + ")";
+      }
+      out += "\n";
+    }
+    for (const auto& fd : f.scan.findings) out += FindingLine(r.cells[kPath], fd, color);
+  }
+  const auto& sm = report.summary;
+  if (!report.files.empty()) out += "\n";
+  out += std::to_string(sm.files) + (sm.files == 1 ? " file: " : " files: ") + std::to_string(sm.passed) + " passed, " +
+         std::to_string(sm.rejected) + " rejected, " + std::to_string(sm.errors) + " errors\n";
+  return out;
+}
+
+}  // namespace modelgate::cli
