@@ -46,6 +46,8 @@ struct Report {
 // gate could not read is an error.
 Verdict Judge(const scanner::FileScan& scan, core::Severity fail_on);
 Summary Summarize(const std::vector<FileReport>& files);
+// SummaryLine is "2 files: 1 passed, 1 rejected, 0 errors" (no newline).
+std::string SummaryLine(const Summary& s);
 
 // Target is one file to scan, found on the command line or by a walk.
 struct Target {

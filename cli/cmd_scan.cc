@@ -67,6 +67,11 @@ int EmitReport(Report& report, const CommonOptions& opts) {
                            : opts.format == "sarif" ? RenderSarif(report)
                                                     : RenderText(report, color);
   if (!WriteOutput(opts.out_path, text)) return kExitCannotJudge;
+  if (!opts.out_path.empty() && !opts.quiet) {
+    // The report went to a file: say on stderr what it holds (a log; -q drops it).
+    std::cerr << "modelgate: " << SummaryLine(report.summary) << "; report in "
+              << DisplayPath(opts.out_path) << "\n";
+  }
   // Extra formats from the same pass: multi-GB files are hashed once.
   if (!opts.json_output.empty() && !WriteOutput(opts.json_output, RenderJson(report))) {
     return kExitCannotJudge;

@@ -40,6 +40,12 @@ Summary Summarize(const std::vector<FileReport>& files) {
   return s;
 }
 
+std::string SummaryLine(const Summary& s) {
+  return std::to_string(s.files) + (s.files == 1 ? " file: " : " files: ") +
+         std::to_string(s.passed) + " passed, " + std::to_string(s.rejected) + " rejected, " +
+         std::to_string(s.errors) + " errors";
+}
+
 std::string DisplayPath(const std::string& path) {
   std::string q = core::Quoted(path, SIZE_MAX);
   // Unchanged by quoting (no escapes were needed) and no spaces: print bare.

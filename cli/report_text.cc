@@ -124,8 +124,7 @@ std::string RenderText(const Report& report, bool color) {
   }
   const auto& sm = report.summary;
   if (!report.files.empty()) out += "\n";
-  out += std::to_string(sm.files) + (sm.files == 1 ? " file: " : " files: ") + std::to_string(sm.passed) + " passed, " +
-         std::to_string(sm.rejected) + " rejected, " + std::to_string(sm.errors) + " errors\n";
+  out += SummaryLine(sm) + "\n";
   return out;
 }
 

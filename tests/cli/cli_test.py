@@ -249,9 +249,13 @@ def unparseable_rejected_whatever_the_bar(d):
 def output_file(d):
     p = write(d, "m.safetensors", GOOD)
     out_path = os.path.join(d, "report.json")
-    code, out, _ = run("scan", "-f", "json", "-o", out_path, p)
+    code, out, err = run("scan", "-f", "json", "-o", out_path, p)
     eq(code, 0, "exit")
     eq(out, "", "stdout empty with -o")
+    eq(err, f"modelgate: 1 file: 1 passed, 0 rejected, 0 errors; report in {out_path}\n",
+       "the summary is logged on stderr")
+    code, out, err = run("scan", "-q", "-f", "json", "-o", out_path, p)
+    eq((code, out, err), (0, "", ""), "-q: no log")
     with open(out_path) as f:
         eq(json.load(f)["summary"]["passed"], 1, "report in file")
     code, out, err = run("scan", "-o", os.path.join(d, "no", "such", "dir", "r.txt"), p)
