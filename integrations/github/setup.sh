@@ -1,0 +1,42 @@
+#!/bin/bash
+# Step `setup` of action.yml: provides the modelgate program for step `run`
+# and writes `bin=PATH` to $GITHUB_OUTPUT.
+#
+# With MODELGATE_BIN set in the job's env (a prebuilt program: a cached
+# build, a release, the tests), that program is used as is. Otherwise the
+# build dependencies are installed with ci/install-deps.sh (apt; sudo when not
+# root) and modelgate is built Release from the action's own checkout into
+# MG_BUILD_DIR (under $RUNNER_TEMP).
+set -euo pipefail
+
+fail() {
+  # Workflow-command data: %, CR and LF must be escaped.
+  local msg="$1"
+  msg="${msg//'%'/%25}"
+  msg="${msg//$'\r'/%0D}"
+  msg="${msg//$'\n'/%0A}"
+  printf '::error title=modelgate setup::%s\n' "$msg"
+  exit 2
+}
+
+[ -n "${GITHUB_OUTPUT:-}" ] || fail "GITHUB_OUTPUT is not set (run this as a step of action.yml)"
+[ -n "${GITHUB_ACTION_PATH:-}" ] || fail "GITHUB_ACTION_PATH is not set (run this as a step of action.yml)"
+
+if [ -n "${MODELGATE_BIN:-}" ]; then
+  bin="$MODELGATE_BIN"
+  case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
+  if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then
+    fail "MODELGATE_BIN=$MODELGATE_BIN is not an executable file"
+  fi
+  echo "modelgate: using the prebuilt $bin (MODELGATE_BIN)"
+else
+  [ -n "${MG_BUILD_DIR:-}" ] || fail "MG_BUILD_DIR is not set"
+  bash "$GITHUB_ACTION_PATH/ci/install-deps.sh"
+  cmake -S "$GITHUB_ACTION_PATH" -B "$MG_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DMG_BUILD_TESTS=OFF -DMG_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$MG_BUILD_DIR" --target modelgate -j "$(nproc)"
+  bin="$MG_BUILD_DIR/cli/modelgate"
+fi
+case "$bin" in *$'\n'* | *$'\r'*) fail "the modelgate path contains a line break" ;; esac
+"$bin" --version
+printf 'bin=%s\n' "$bin" >>"$GITHUB_OUTPUT"
