@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""The examples in docs/registry-gate.md, docs/ci-policy-check.md and
+docs/deployment-admission.md, so the docs cannot rot.
+
+usage: docs_test.py PATH/TO/modelgate
+
+Blocks marked `<!-- test: NAME -->` are extracted. Policies are linted (with
+generated keys in place of the placeholders) and used; the registry gate
+script runs on uploads; the workflow's inputs run through the Action's steps;
+the Kubernetes and KServe manifests are checked for the shape the entrypoint
+needs (volumes, mounts, security contexts, the image's uid) and then the
+entrypoint runs with their arguments and environment, every mount path mapped
+into a temp directory. Assertions are on exit codes and JSON, never on the
+text report.
+"""
+import glob
+import itertools
+import json
+import os
+import re
+import shutil
+import sys
+
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (GOOD, HOSTILE, PICKLE_OS_SYSTEM, ROOT, doc_blocks, eq,  # noqa: E402
+                    main, modelgate_from_argv, need_tool, run, test, write)
+from action_runner import run_action  # noqa: E402
+
+MG = modelgate_from_argv()
+need_tool("bash")
+ENTRYPOINT = os.path.join(ROOT, "docker", "entrypoint.sh")
+REGISTRY = doc_blocks("docs/registry-gate.md")
+CI = doc_blocks("docs/ci-policy-check.md")
+DEPLOY = doc_blocks("docs/deployment-admission.md")
+
+
+def env_with_mg(**extra):
+    env = {"PATH": os.path.dirname(MG) + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+           "HOME": "/nonexistent", "TMPDIR": "/nonexistent/tmp"}
+    for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    env.update(extra)
+    return env
+
+
+def lint(path):
+    code, out, err = run([MG, "policy", "lint", path])
+    eq(code, 0, f"policy lint {path}: {out}{err}")
+
+
+def dockerfile_uid():
+    with open(os.path.join(ROOT, "Dockerfile")) as f:
+        m = re.findall(r"^USER (\d+):(\d+)$", f.read(), re.M)
+    eq(len(m), 1, "one numeric USER in the Dockerfile")
+    return int(m[0][0]), int(m[0][1])
+
+
+def keypair(d, name):
+    prefix = os.path.join(d, "keys", name)
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    code, _, err = run([MG, "keygen", "--out", prefix])
+    eq(code, 0, "keygen " + err)
+    return prefix + ".key", prefix + ".pub"
+
+
+def sign(key, src_bytes, out):
+    tmp = out + ".unsigned"
+    write(os.path.dirname(out), os.path.basename(tmp), src_bytes)
+    code, _, err = run([MG, "sign", "--key", key, "-o", out, tmp])
+    eq(code, 0, "sign " + err)
+    os.unlink(tmp)
+
+
+# ---- registry-gate.md ------------------------------------------------------------
+
+def registry_setup(d):
+    etc = os.path.join(d, "etc")
+    policy = write(etc, "registry-policy.yaml", REGISTRY["registry-policy"])
+    keys = {}
+    for ref in re.findall(r"file: (\S+)", REGISTRY["registry-policy"]):
+        key, pub = keypair(d, os.path.basename(ref)[:-len(".pub")])
+        os.makedirs(os.path.dirname(os.path.join(etc, ref)), exist_ok=True)
+        shutil.copy(pub, os.path.join(etc, ref))
+        keys[os.path.basename(ref)[:-len(".pub")]] = key
+    script = write(d, "registry-gate.sh", REGISTRY["registry-gate.sh"], mode=0o755)
+    return policy, keys, script
+
+
+RUNS = itertools.count()
+
+
+def gate(d, script, policy, upload):
+    audit = os.path.join(d, "audit", str(next(RUNS)))
+    os.makedirs(audit)
+    code, out, err = run([script, upload], env=env_with_mg(MODELGATE_POLICY=policy,
+                                                           MODELGATE_AUDIT_DIR=audit))
+    reports = glob.glob(os.path.join(audit, "*.json"))
+    doc = None
+    if reports:
+        eq(len(reports), 1, "one report per run")
+        with open(reports[0]) as f:
+            doc = json.load(f)
+    return code, doc, out + err
+
+
+def ids(doc):
+    return sorted({f["id"] for file in doc["files"] for f in file["findings"]})
+
+
+@test
+def registry_policy_lints_and_gates(d):
+    policy, keys, script = registry_setup(d)
+    lint(policy)
+    eq(sorted(keys), ["release-2026", "research-2026"], "keys named in the policy")
+    for name, key in keys.items():
+        up = os.path.join(d, "up-" + name)
+        sign(key, GOOD, os.path.join(up, "model.safetensors"))
+        sign(key, GOOD, os.path.join(up, "shards", "model-00002.safetensors"))
+        code, doc, log = gate(d, script, policy, up)
+        eq(code, 0, f"signed by {name}\n{log}")
+        eq(doc["summary"], {"files": 2, "passed": 2, "rejected": 0, "errors": 0}, "summary")
+        if "accepted:" not in log:
+            raise AssertionError("script message: " + log)
+    cases = {"unsigned": ({"model.safetensors": GOOD}, "MG-POLICY-SIGNATURE"),
+             "pickle": ({"pytorch_model.bin": PICKLE_OS_SYSTEM}, "MG-POLICY-FORMAT"),
+             "hostile": ({"model.safetensors": HOSTILE}, "MG-ST-TRAILING-BYTES")}
+    for name, (files, want) in cases.items():
+        up = os.path.join(d, "up-" + name)
+        for f, data in files.items():
+            write(up, f, data)
+        code, doc, log = gate(d, script, policy, up)
+        eq(code, 1, f"{name}\n{log}")
+        eq(doc["summary"]["rejected"], 1, f"{name} summary")
+        if want not in ids(doc):
+            raise AssertionError(f"{name}: findings {ids(doc)}, want {want}")
+        if "refused: a file was rejected" not in log:
+            raise AssertionError("script message: " + log)
+    broken = write(d, "etc/broken.yaml", REGISTRY["registry-policy"].replace("failOn: high", "failOn: on"))
+    code, doc, log = gate(d, script, broken, os.path.join(d, "up-unsigned"))
+    eq(code, 2, "broken policy\n" + log)
+
+
+# ---- ci-policy-check.md -----------------------------------------------------------
+
+def action_inputs():
+    with open(os.path.join(ROOT, "action.yml")) as f:
+        return yaml.safe_load(f)["inputs"]
+
+
+@test
+def three_lines_of_yaml(d):
+    block = CI["three-lines"]
+    eq(len([l for l in block.splitlines() if l.strip()]), 3, "three lines")
+    steps = yaml.safe_load(block)
+    eq(len(steps), 1, "one step")
+    if not re.fullmatch(r"[\w.-]+/modelgate@v\d+", steps[0]["uses"]):
+        raise AssertionError("uses: " + steps[0]["uses"])
+    eq(set(steps[0]["with"]) <= set(action_inputs()), True, "inputs exist")
+    ws = os.path.join(d, "ws")
+    write(ws, "models/good.safetensors", GOOD)
+    code, outputs, log = run_action(MG, ws, steps[0]["with"])
+    eq(code, 0, "three lines, clean models/\n" + log)
+    write(ws, "models/evil.safetensors", HOSTILE)
+    code, outputs, log = run_action(MG, ws, steps[0]["with"])
+    eq(code, 1, "three lines, hostile file\n" + log)
+    eq(os.path.isfile(os.path.join(ws, outputs["sarif-file"])), True, "SARIF written")
+
+
+@test
+def workflow_and_policy(d):
+    wf = yaml.safe_load(CI["workflow"])
+    eq(wf["permissions"].get("security-events"), "write", "permissions for upload-sarif")
+    steps = wf["jobs"]["models"]["steps"]
+    gate_steps = [s for s in steps if "/modelgate@" in s.get("uses", "")]
+    eq(len(gate_steps), 1, "one modelgate step")
+    gate_step = gate_steps[0]
+    eq(steps.index(gate_step) > 0 and steps[0]["uses"].startswith("actions/checkout@"), True,
+       "checkout first")
+    eq(set(gate_step["with"]) <= set(action_inputs()), True, "inputs exist")
+    upload = [s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif@")]
+    eq(len(upload), 1, "upload-sarif step")
+    eq(steps.index(upload[0]) > steps.index(gate_step), True, "upload after the gate")
+    eq(upload[0]["if"], "always()", "upload even when the gate fails")
+    sarif = gate_step["with"].get("sarif-file", action_inputs()["sarif-file"]["default"])
+    eq(upload[0]["with"]["sarif_file"], sarif, "uploads the file the Action writes")
+    # The policy block is the file the workflow names; run the workflow's inputs.
+    ws = os.path.join(d, "ws")
+    policy_rel = gate_step["with"]["policy"]
+    policy = write(ws, policy_rel, CI["policy"])
+    key, pub = keypair(d, "release")
+    shutil.copy(pub, os.path.join(os.path.dirname(policy), "release.pub"))
+    lint(policy)
+    sign(key, GOOD, os.path.join(ws, gate_step["with"]["path"], "model.safetensors"))
+    code, outputs, log = run_action(MG, ws, gate_step["with"])
+    eq(code, 0, "signed model under the documented policy\n" + log)
+    write(ws, os.path.join(gate_step["with"]["path"], "unsigned.safetensors"), GOOD)
+    code, outputs, log = run_action(MG, ws, gate_step["with"])
+    eq(code, 1, "unsigned model\n" + log)
+    with open(os.path.join(ws, sarif)) as f:
+        results = json.load(f)["runs"][0]["results"]
+    eq(sorted({r["ruleId"] for r in results}), ["MG-POLICY-SIGNATURE"], "SARIF rules")
+
+
+# ---- deployment-admission.md --------------------------------------------------------
+
+def by_kind(block):
+    out = {}
+    for doc in yaml.safe_load_all(block):
+        out.setdefault(doc["kind"], []).append(doc)
+    return out
+
+
+POLICY_CM = by_kind(DEPLOY["k8s-pod"])["ConfigMap"][0]
+
+
+def check_security(sc, pod_sc, what):
+    uid, gid = dockerfile_uid()
+    if not (sc.get("runAsNonRoot") or (pod_sc or {}).get("runAsNonRoot")):
+        raise AssertionError(f"{what}: runAsNonRoot not set")
+    eq(sc.get("runAsUser", uid), uid, f"{what}: runAsUser is the image's uid")
+    eq(sc.get("runAsGroup", gid), gid, f"{what}: runAsGroup")
+    eq(sc.get("readOnlyRootFilesystem"), True, f"{what}: readOnlyRootFilesystem")
+    eq(sc.get("allowPrivilegeEscalation"), False, f"{what}: allowPrivilegeEscalation")
+    eq(sc.get("capabilities", {}).get("drop"), ["ALL"], f"{what}: capabilities")
+
+
+def mount_for(container, path):
+    """The volume mount of `container` that holds absolute `path`."""
+    best = None
+    for m in container.get("volumeMounts", []):
+        mp = m["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best["mountPath"]):
+                best = m
+    if best is None:
+        raise AssertionError(f"{container['name']}: nothing mounted at {path}")
+    return best
+
+
+def local(uri):
+    for scheme in ("modelgate://", "file://"):
+        if uri.startswith(scheme):
+            return uri[len(scheme):]
+    return uri
+
+
+def check_volumes(containers, volumes):
+    names = {v["name"] for v in volumes}
+    used = set()
+    for c in containers:
+        for m in c.get("volumeMounts", []):
+            if m["name"] not in names:
+                raise AssertionError(f"{c['name']} mounts undefined volume {m['name']}")
+            used.add(m["name"])
+    eq(used, names, "every volume is mounted")
+
+
+def check_gate_container(c, volumes, server, src_arg, dest_arg):
+    """The modelgate container reads SRC read-only, writes DEST (an emptyDir the
+    server mounts read-only at the same path) and reads its policy from the
+    ConfigMap."""
+    vols = {v["name"]: v for v in volumes}
+    eq(mount_for(c, local(src_arg)).get("readOnly"), True, "source mounted read-only")
+    dm = mount_for(c, dest_arg)
+    eq(dm["mountPath"], dest_arg, "DEST is the mount point")
+    eq(dm.get("readOnly", False), False, "DEST writable for the gate")
+    eq("emptyDir" in vols[dm["name"]], True, "DEST is an emptyDir")
+    sm = mount_for(server, dest_arg)
+    eq((sm["name"], sm["mountPath"], sm.get("readOnly")), (dm["name"], dest_arg, True),
+       "the server reads the same volume, read-only")
+    env = {e["name"]: e["value"] for e in c.get("env", [])}
+    policy = env.get("MODELGATE_POLICY", "/etc/modelgate/policy.yaml")
+    pm = mount_for(c, policy)
+    eq(pm.get("readOnly"), True, "policy mounted read-only")
+    cm = vols[pm["name"]].get("configMap", {}).get("name")
+    eq(cm, POLICY_CM["metadata"]["name"], "policy volume is the documented ConfigMap")
+    eq(os.path.relpath(policy, pm["mountPath"]) in POLICY_CM["data"], True, "policy key in the ConfigMap")
+    return env
+
+
+def simulate(d, container, args, volumes, model_files, extra_mounts=()):
+    """Runs the entrypoint as the container would: every mount path becomes a
+    directory under d/root; ConfigMaps are written out (with a generated
+    key for release.pub); `model_files` land at the source path."""
+    root = os.path.join(d, "root")
+    vols = {v["name"]: v for v in volumes}
+    key, pub = keypair(d, "release")
+    with open(pub) as f:
+        pub_pem = f.read()
+    for m in list(container.get("volumeMounts", [])) + list(extra_mounts):
+        target = root + m["mountPath"]
+        os.makedirs(target, exist_ok=True)
+        cm = vols.get(m["name"], {}).get("configMap")
+        if cm:
+            eq(cm["name"], POLICY_CM["metadata"]["name"], "ConfigMap name")
+            for k, v in POLICY_CM["data"].items():
+                write(target, k, pub_pem if k.endswith(".pub") else v)
+    src = root + local(args[0])
+    for name, data in model_files.items():
+        if data is None:
+            sign(key, GOOD, os.path.join(src, name))
+        else:
+            write(src, name, data)
+    mapped = [a.replace("://", "://" + root, 1) if "://" in a else root + a for a in args]
+    env = {e["name"]: root + e["value"] for e in container.get("env", [])}
+    code, out, err = run([ENTRYPOINT, *mapped], env=env_with_mg(**env))
+    return code, root + args[1], out + err
+
+
+@test
+def configmap_policy_lints(d):
+    for k, v in POLICY_CM["data"].items():
+        write(d, k, v)
+    key, pub = keypair(d, "release")
+    shutil.copy(pub, os.path.join(d, "release.pub"))
+    lint(os.path.join(d, "policy.yaml"))
+
+
+@test
+def pod_with_pvc_source(d):
+    pod = by_kind(DEPLOY["k8s-pod"])["Pod"][0]
+    spec = pod["spec"]
+    eq(len(spec["initContainers"]), 1, "one init container")
+    gatec = spec["initContainers"][0]
+    if "modelgate" not in gatec["image"]:
+        raise AssertionError("image: " + gatec["image"])
+    server = spec["containers"][0]
+    check_volumes(spec["initContainers"] + spec["containers"], spec["volumes"])
+    check_security(gatec["securityContext"], spec.get("securityContext"), "modelgate init container")
+    eq(server["securityContext"].get("readOnlyRootFilesystem"), True, "server readOnlyRootFilesystem")
+    eq(len(gatec["args"]), 2, "SRC DEST")
+    check_gate_container(gatec, spec["volumes"], server, *gatec["args"])
+    code, dest, log = simulate(d, gatec, gatec["args"], spec["volumes"],
+                               {"model-00001-of-00002.safetensors": None,
+                                "model-00002-of-00002.safetensors": None})
+    eq(code, 0, "signed shards\n" + log)
+    eq(sorted(os.listdir(dest)), ["model-00001-of-00002.safetensors",
+                                  "model-00002-of-00002.safetensors"], "published")
+    d2 = os.path.join(d, "unsigned")
+    os.makedirs(d2)
+    code, dest, log = simulate(d2, gatec, gatec["args"], spec["volumes"],
+                               {"model.safetensors": None, "extra.safetensors": GOOD})
+    eq(code, 1, "an unsigned shard\n" + log)
+    eq(os.listdir(dest), [], "nothing published")
+
+
+@test
+def pod_chained_after_download(d):
+    spec = by_kind(DEPLOY["k8s-chained"])["Pod"][0]["spec"]
+    names = [c["name"] for c in spec["initContainers"]]
+    eq(names, ["download", "modelgate"], "download first, then the gate")
+    dl, gatec = spec["initContainers"]
+    server = spec["containers"][0]
+    check_volumes(spec["initContainers"] + spec["containers"], spec["volumes"])
+    check_security(gatec["securityContext"], spec.get("securityContext"), "modelgate init container")
+    if not re.match(r"^[a-z0-9]+://", dl["args"][0]):
+        raise AssertionError("the downloader gets the remote URI")
+    dm = mount_for(dl, dl["args"][1])
+    eq(mount_for(gatec, gatec["args"][0])["name"], dm["name"], "the gate reads what was downloaded")
+    check_gate_container(gatec, spec["volumes"], server, *gatec["args"])
+    code, dest, log = simulate(d, gatec, gatec["args"], spec["volumes"], {"model.safetensors": None})
+    eq(code, 0, "downloaded, signed\n" + log)
+    eq(os.listdir(dest), ["model.safetensors"], "published")
+    # Given the remote URI itself, the entrypoint refuses to download.
+    code, out, err = run([ENTRYPOINT, dl["args"][0], "/nonexistent/models"],
+                         env=env_with_mg(MODELGATE_POLICY="/nonexistent/policy.yaml"))
+    eq(code, 2, "remote URI")
+
+
+@test
+def kserve_storage_container(d):
+    kinds = by_kind(DEPLOY["kserve"])
+    csc = kinds["ClusterStorageContainer"][0]
+    isvc = kinds["InferenceService"][0]
+    eq(csc["apiVersion"], "serving.kserve.io/v1alpha1", "CSC apiVersion")
+    eq(isvc["apiVersion"], "serving.kserve.io/v1beta1", "ISVC apiVersion")
+    c = csc["spec"]["container"]
+    eq(c["name"], "storage-initializer", "KServe's container name")
+    check_security(c["securityContext"], None, "storage-initializer")
+    prefixes = [f["prefix"] for f in csc["spec"]["supportedUriFormats"]]
+    uri = isvc["spec"]["predictor"]["model"]["storageUri"]
+    eq(any(uri.startswith(p) for p in prefixes), True, "the storageUri selects this container")
+    volumes = isvc["spec"]["predictor"]["volumes"]
+    eq({m["name"] for m in c["volumeMounts"]}, {v["name"] for v in volumes},
+       "the InferenceService declares the volumes the container mounts")
+    # KServe adds the /mnt/models emptyDir to the init container and the server
+    # (read-only) and calls it with `<storageUri> /mnt/models`.
+    kserve_mount = {"name": "kserve-provision-location", "mountPath": "/mnt/models"}
+    server = {"name": "kserve-container", "volumeMounts": [dict(kserve_mount, readOnly=True)]}
+    all_vols = volumes + [{"name": "kserve-provision-location", "emptyDir": {}}]
+    args = [uri, "/mnt/models"]
+    check_gate_container(dict(c, volumeMounts=c["volumeMounts"] + [kserve_mount]), all_vols, server, *args)
+    code, dest, log = simulate(d, c, args, all_vols, {"model.safetensors": None},
+                               extra_mounts=[kserve_mount])
+    eq(code, 0, "KServe call\n" + log)
+    eq(os.listdir(dest), ["model.safetensors"], "published")
+
+
+@test
+def readme_links_the_integrations(d):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    if "## Integrations" not in readme:
+        raise AssertionError("README has no Integrations section")
+    section = readme[readme.index("## Integrations"):]
+    for path in ("docs/registry-gate.md", "docs/ci-policy-check.md", "docs/deployment-admission.md",
+                 "action.yml", ".pre-commit-hooks.yaml", "Dockerfile"):
+        if path not in section:
+            raise AssertionError(f"README's Integrations section does not mention {path}")
+        eq(os.path.exists(os.path.join(ROOT, path)), True, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
