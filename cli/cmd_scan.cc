@@ -42,6 +42,7 @@ int RunScan(const std::vector<std::string>& args) {
     if (!opts.yara_dirs.empty() || opts.no_yara || opts.yara_scope != "header") {
       return Usage("--policy sets the YARA rules (policy yara:); drop --yara-* / --no-yara");
     }
+    if (opts.fail_on_given) return Usage("--policy sets the bar (policy failOn:); drop --fail-on");
     return RunChecked(opts, opts.policy);
   }
 

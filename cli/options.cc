@@ -52,6 +52,7 @@ bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::s
     } else if (opt == "--fail-on") {
       std::string sev;
       if (!value(&sev)) return false;
+      opts->fail_on_given = true;
       if (!core::ParseSeverity(sev, &opts->fail_on)) {
         *error = "unknown severity '" + sev + "' (critical, high, medium, low, info)";
         return false;

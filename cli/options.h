@@ -15,6 +15,7 @@ struct CommonOptions {
   std::string format = "text";  // text | json | sarif
   std::string out_path;         // -o; empty = stdout
   core::Severity fail_on = core::Severity::kHigh;
+  bool fail_on_given = false;   // --fail-on was on the command line
   bool quiet = false;
   std::vector<std::string> pubkeys;  // --pubkey (repeatable)
   std::string key;                   // --key

@@ -540,6 +540,11 @@ def check_gate_with_a_policy(d):
     pk = write(d, "m/w.pkl", b"\x80\x02}q\x00.")
     code, doc, _ = scan_json("--policy", pol, signed)
     eq(code, 0, "signed file passes (scan --policy)")
+    for extra in (["--fail-on", "low"], ["--no-yara"], ["--yara-scope", "all"]):
+        code, out, err = run("scan", "--policy", pol, *extra, signed)
+        eq(code, 2, f"scan --policy with {extra}: the policy sets it")
+        if "policy" not in err or out:
+            raise AssertionError("says why, and no report: " + out + err)
     code, out, _ = run("check", "--policy", pol, "-f", "json", signed, unsigned, pk)
     eq(code, 1, "exit")
     by = {os.path.basename(f["path"]): f for f in json.loads(out)["files"]}
