@@ -286,15 +286,25 @@ def runs_as_an_unprivileged_user(d):
         for n in dirs + files:
             os.lchown(os.path.join(root, n), 10001, 10001)
     os.chown(d, 10001, 10001)
-    # The modelgate binary and this checkout must be reachable for uid 10001.
-    for path in (MG, ENTRYPOINT):
-        p = path
-        while p != "/":
-            if not os.stat(p).st_mode & stat.S_IXOTH:
-                raise AssertionError(f"{p} is not traversable by other users; cannot test as uid 10001")
-            p = os.path.dirname(p)
-    cmd = ["setpriv", "--reuid=10001", "--regid=10001", "--clear-groups", ENTRYPOINT, src, dest]
-    p = subprocess.run(cmd, env=env_for(policy), capture_output=True, timeout=60)
+    # The checkout may sit where uid 10001 cannot reach it (CI clones under
+    # /root, mode 0700): run copies of the program and the script from a
+    # directory of the test's own, as the image has them in /usr/local/bin.
+    bindir = os.path.join(d, "bin")
+    os.makedirs(bindir)
+    for path, name in ((MG, "modelgate"), (ENTRYPOINT, "modelgate-entrypoint")):
+        shutil.copy(path, os.path.join(bindir, name))
+        os.chmod(os.path.join(bindir, name), 0o755)
+    for p in (bindir, d):
+        os.chmod(p, 0o755)
+    p = os.path.dirname(d)
+    while p != "/":
+        if not os.stat(p).st_mode & stat.S_IXOTH:
+            raise AssertionError(f"{p} (the temp dir's parent) is not traversable by uid 10001")
+        p = os.path.dirname(p)
+    user_env = dict(env_for(policy), PATH=bindir + os.pathsep + "/usr/bin:/bin")
+    cmd = ["setpriv", "--reuid=10001", "--regid=10001", "--clear-groups",
+           os.path.join(bindir, "modelgate-entrypoint"), src, dest]
+    p = subprocess.run(cmd, env=user_env, capture_output=True, timeout=60)
     eq(p.returncode, 0, "as uid 10001: " + p.stderr.decode())
     eq(listing(dest), ["model.safetensors", "ro", "ro/part.safetensors"], "published")
     os.chmod(os.path.join(src, "ro"), 0o755)
@@ -305,7 +315,7 @@ def runs_as_an_unprivileged_user(d):
     os.makedirs(dest2)
     os.chown(dest2, 10001, 10001)
     cmd[-1] = dest2
-    p = subprocess.run(cmd, env=env_for(policy), capture_output=True, timeout=60)
+    p = subprocess.run(cmd, env=user_env, capture_output=True, timeout=60)
     eq(p.returncode, 1, "rejected as uid 10001: " + p.stderr.decode())
     eq(os.listdir(dest2), [], "staging removed")
 
