@@ -15,19 +15,11 @@ import pty
 import struct
 import subprocess
 import sys
-import tempfile
 import termios
-import traceback
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runner import eq, main, test  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
 def st_bytes(header, data=b"", trailing=b""):
     """A safetensors file laid out like the reference writer (space padded)."""
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -65,11 +57,6 @@ def write(d, name, data):
     with open(path, "wb") as f:
         f.write(data)
     return path
-
-
-def eq(got, want, what=""):
-    if got != want:
-        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
 
 
 @test
@@ -641,22 +628,6 @@ def extra_report_files_from_one_pass(d):
         eq(json.load(f)["files"][0]["findings"][0]["id"], "MG-ST-OVERLAP", "json file")
     with open(sf) as f:
         eq(json.load(f)["runs"][0]["results"][0]["ruleId"], "MG-ST-OVERLAP", "sarif file")
-
-
-def main():
-    passed = failed = 0
-    for t in TESTS:
-        with tempfile.TemporaryDirectory() as d:
-            try:
-                t(d)
-                passed += 1
-                print(f"ok   {t.__name__}")
-            except Exception:
-                failed += 1
-                print(f"FAIL {t.__name__}")
-                traceback.print_exc()
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed or not passed else 0
 
 
 if __name__ == "__main__":

@@ -12,19 +12,11 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import traceback
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runner import eq, main, test  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCHEMA_DIR = os.path.join(ROOT, "tests", "sarif", "schemas")
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
 def die(msg):
     print(f"FAIL {msg}")
     sys.exit(1)
@@ -44,11 +36,6 @@ def modelgate_from_argv():
     if not os.access(mg, os.X_OK):
         die(f"{mg} is not an executable modelgate")
     return mg
-
-
-def eq(got, want, what=""):
-    if got != want:
-        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
 
 
 def st_bytes(header, data=b"", trailing=b""):
@@ -142,22 +129,6 @@ def validate_sarif(doc):
         if errors:
             raise AssertionError(f"SARIF invalid under {name}: {errors[0].message} at {list(errors[0].path)}")
     eq(doc.get("version"), "2.1.0", "SARIF version")
-
-
-def main():
-    passed = failed = 0
-    for t in TESTS:
-        with tempfile.TemporaryDirectory() as d:
-            try:
-                t(d)
-                passed += 1
-                print(f"ok   {t.__name__}")
-            except Exception:
-                failed += 1
-                print(f"FAIL {t.__name__}")
-                traceback.print_exc()
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed or not passed else 0
 
 
 def doc_blocks(relpath):

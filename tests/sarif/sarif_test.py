@@ -23,9 +23,10 @@ import struct
 import subprocess
 import sys
 import tempfile
-import traceback
 import urllib.parse
 import zipfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from runner import eq, main, test  # noqa: E402
 
 SCHEMA_FILES = ["sarif-schema-2.1.0-errata01.json", "sarif-2.1.0-rtm.5.json"]
 SEVERITY_SCORE = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "2.0"}
@@ -63,14 +64,6 @@ for name in SCHEMA_FILES:
         schema = json.load(f)
     jsonschema.Draft4Validator.check_schema(schema)
     VALIDATORS.append((name, jsonschema.Draft4Validator(schema)))
-
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
 
 def st_bytes(header, data=b"", trailing=b""):
     """A safetensors file laid out like the reference writer (space padded)."""
@@ -110,11 +103,6 @@ def write(d, name, data):
 def run(cwd, *args):
     p = subprocess.run([MG, *args], capture_output=True, timeout=60, cwd=cwd)
     return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
-
-
-def eq(got, want, what=""):
-    if got != want:
-        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
 
 
 def check(cond, what):
@@ -476,22 +464,5 @@ def schema_copies_match_shared(d):
             eq(a.read() == b.read(), True, f"{name} matches {SHARED_DIR}")
 
 
-def main():
-    passed = failed = 0
-    for fn in TESTS:
-        with tempfile.TemporaryDirectory(prefix="mg-sarif-") as d:
-            d = os.path.realpath(d)
-            try:
-                fn(d)
-                passed += 1
-                print(f"ok    {fn.__name__}")
-            except Exception:
-                failed += 1
-                print(f"FAIL  {fn.__name__}")
-                traceback.print_exc(file=sys.stdout)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 and passed > 0 else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prefix="mg-sarif-"))
