@@ -16,16 +16,11 @@ import struct
 import subprocess
 import sys
 import termios
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runner import eq, main, test  # noqa: E402
+from mgtest import eq, main, st_bytes, test  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
-def st_bytes(header, data=b"", trailing=b""):
-    """A safetensors file laid out like the reference writer (space padded)."""
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    return struct.pack("<Q", len(h)) + h + data + trailing
-
 
 GOOD = st_bytes(
     {"__metadata__": {"format": "pt"},

@@ -9,11 +9,11 @@ with a message naming ci/install-deps.sh.
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runner import eq, main, test  # noqa: E402
+from mgtest import eq, main, st_bytes, test  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SCHEMA_DIR = os.path.join(ROOT, "tests", "sarif", "schemas")
@@ -36,13 +36,6 @@ def modelgate_from_argv():
     if not os.access(mg, os.X_OK):
         die(f"{mg} is not an executable modelgate")
     return mg
-
-
-def st_bytes(header, data=b"", trailing=b""):
-    """A safetensors file laid out like the reference writer (space padded)."""
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    return struct.pack("<Q", len(h)) + h + data + trailing
 
 
 GOOD = st_bytes(

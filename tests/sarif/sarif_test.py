@@ -25,8 +25,9 @@ import sys
 import tempfile
 import urllib.parse
 import zipfile
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from runner import eq, main, test  # noqa: E402
+from mgtest import eq, main, st_bytes, test  # noqa: E402
 
 SCHEMA_FILES = ["sarif-schema-2.1.0-errata01.json", "sarif-2.1.0-rtm.5.json"]
 SEVERITY_SCORE = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "2.0"}
@@ -64,12 +65,6 @@ for name in SCHEMA_FILES:
         schema = json.load(f)
     jsonschema.Draft4Validator.check_schema(schema)
     VALIDATORS.append((name, jsonschema.Draft4Validator(schema)))
-
-def st_bytes(header, data=b"", trailing=b""):
-    """A safetensors file laid out like the reference writer (space padded)."""
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    return struct.pack("<Q", len(h)) + h + data + trailing
 
 
 GOOD = st_bytes({"__metadata__": {"format": "pt"},

@@ -1,7 +1,8 @@
-"""The test runner shared by the Python test scripts (cli_test.py,
-sarif_test.py, tests/integrations/*): standard library only.
+"""What the Python test scripts share (cli_test.py, sarif_test.py,
+tests/integrations/*): the runner, eq, and the safetensors builder.
+Standard library only.
 
-    from runner import test, eq, main
+    from mgtest import test, eq, main, st_bytes
     @test
     def something(d): ...          # d: a fresh temp directory (realpath)
     sys.exit(main())
@@ -10,7 +11,9 @@ main() runs every registered test in order, prints "ok NAME" / "FAIL NAME"
 with the traceback, then "N passed, M failed", and returns non-zero when a
 test failed or none ran. Nothing is ever skipped.
 """
+import json
 import os
+import struct
 import sys
 import tempfile
 import traceback
@@ -42,3 +45,10 @@ def main(prefix="mg-test-"):
                 traceback.print_exc(file=sys.stdout)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed or not passed else 0
+
+
+def st_bytes(header, data=b"", trailing=b""):
+    """A safetensors file laid out like the reference writer (space padded)."""
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data + trailing
