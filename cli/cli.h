@@ -57,6 +57,9 @@ struct Target {
   // the tree, a special file): the finding to report instead of scanning.
   std::vector<scanner::Finding> walk_findings;
   bool walk_error = false;
+  // Size of a regular file as the walk's stat saw it (the progress line's
+  // total; display only, the scan opens and measures the file itself).
+  uint64_t size_bytes = 0;
 };
 
 // ExpandPaths turns command-line paths into files: directories are walked

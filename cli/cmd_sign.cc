@@ -1,4 +1,6 @@
 // keygen, sign and verify: the STSIG v1 commands.
+#include <sys/stat.h>
+
 #include <iostream>
 #include <vector>
 
@@ -124,8 +126,10 @@ int RunSign(const std::vector<std::string>& args) {
   so.model = opts.model;
   so.version = opts.version.value_or(0);
   const std::string& path = opts.paths[0];
-  Target target;
-  target.path = path;
+  Target target{path, true, {}, false, 0};
+  if (struct stat st {}; ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    target.size_bytes = static_cast<uint64_t>(st.st_size);  // the progress line's total
+  }
   std::unique_ptr<Progress> progress = StderrProgress(opts.quiet, {target});
   if (progress) {
     progress->StartFile(0, path);

@@ -1,7 +1,6 @@
 #include "progress.h"
 
 #include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,12 +205,7 @@ std::unique_ptr<Progress> StderrProgress(bool quiet, const std::vector<Target>& 
   if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) o.width = ws.ws_col;
   std::vector<uint64_t> sizes;
   sizes.reserve(targets.size());
-  for (const auto& t : targets) {
-    struct stat st{};
-    const int rc = t.follow_symlink ? ::stat(t.path.c_str(), &st) : ::lstat(t.path.c_str(), &st);
-    const bool regular = rc == 0 && S_ISREG(st.st_mode) && t.walk_findings.empty() && !t.walk_error;
-    sizes.push_back(regular ? static_cast<uint64_t>(st.st_size) : 0);
-  }
+  for (const auto& t : targets) sizes.push_back(t.size_bytes);  // the walk's stat
   return std::make_unique<Progress>(std::move(sizes), std::move(o));
 }
 

@@ -74,7 +74,7 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
     } else if (S_ISDIR(st.st_mode)) {
       WalkDir(path, root_real, depth + 1, out);
     } else if (S_ISREG(st.st_mode)) {
-      out->push_back(Target{path, false, {}, false});
+      out->push_back(Target{path, false, {}, false, static_cast<uint64_t>(st.st_size)});
     } else if (S_ISLNK(st.st_mode)) {
       // A loader following this link reads whatever it points at. Inside the
       // tree the target is scanned in its own right; outside, it is not.
@@ -108,10 +108,12 @@ std::vector<Target> ExpandPaths(const std::vector<std::string>& paths) {
   std::vector<Target> out;
   for (const auto& p : paths) {
     struct stat st {};
-    if (::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    const bool found = ::stat(p.c_str(), &st) == 0;
+    if (found && S_ISDIR(st.st_mode)) {
       WalkDir(p, RealPath(p), 0, &out);
     } else {
-      out.push_back(Target{p, true, {}, false});  // ScanFile reports what is wrong
+      const uint64_t size = found && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+      out.push_back(Target{p, true, {}, false, size});  // ScanFile reports what is wrong
     }
   }
   return out;
