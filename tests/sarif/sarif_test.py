@@ -27,9 +27,8 @@ import urllib.parse
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from mgtest import eq, main, st_bytes, test  # noqa: E402
+from mgtest import SARIF_SCHEMAS, eq, main, sarif_validators, st_bytes, test, validate_sarif  # noqa: E402
 
-SCHEMA_FILES = ["sarif-schema-2.1.0-errata01.json", "sarif-2.1.0-rtm.5.json"]
 SEVERITY_SCORE = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "2.0"}
 LEVEL = {"critical": "error", "high": "error", "medium": "warning", "low": "note", "info": "note"}
 RANK = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
@@ -48,24 +47,9 @@ SCHEMA_DIR = sys.argv[2]
 SOURCE_DIR = sys.argv[3]
 SHARED_DIR = sys.argv[4] if len(sys.argv) == 5 else ""
 
-try:
-    import jsonschema
-except ImportError as e:  # never skip: the gate's SARIF must be validated
-    die(f"python3-jsonschema is not importable by {sys.executable} ({e}); "
-        "install it: apt-get install -y python3-jsonschema")
 if not os.access(MG, os.X_OK):
     die(f"program {MG} is missing or not executable")
-
-VALIDATORS = []
-for name in SCHEMA_FILES:
-    path = os.path.join(SCHEMA_DIR, name)
-    if not os.path.isfile(path):
-        die(f"schema {path} is missing")
-    with open(path, encoding="utf-8") as f:
-        schema = json.load(f)
-    jsonschema.Draft4Validator.check_schema(schema)
-    VALIDATORS.append((name, jsonschema.Draft4Validator(schema)))
-
+VALIDATORS = sarif_validators(SCHEMA_DIR)
 
 GOOD = st_bytes({"__metadata__": {"format": "pt"},
                  "w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16))
@@ -117,12 +101,7 @@ def walk(node, path="$"):
 
 
 def validate(doc):
-    for name, v in VALIDATORS:
-        errors = sorted(v.iter_errors(doc), key=lambda e: list(e.absolute_path))
-        if errors:
-            e = errors[0]
-            raise AssertionError(f"{name}: {len(errors)} error(s); first at "
-                                 f"{'/'.join(map(str, e.absolute_path))}: {e.message}")
+    validate_sarif(doc, VALIDATORS)
 
 
 def uri_path(uri, cwd):
@@ -453,7 +432,7 @@ def schema_copies_match_shared(d):
     if not os.path.isdir(SHARED_DIR):
         print(f"  note: {SHARED_DIR} not present; validated against the copies only")
         return
-    for name in SCHEMA_FILES:
+    for name in SARIF_SCHEMAS:
         with open(os.path.join(SCHEMA_DIR, name), "rb") as a, \
                 open(os.path.join(SHARED_DIR, name), "rb") as b:
             eq(a.read() == b.read(), True, f"{name} matches {SHARED_DIR}")

@@ -52,3 +52,39 @@ def st_bytes(header, data=b"", trailing=b""):
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
     return struct.pack("<Q", len(h)) + h + data + trailing
+
+
+SARIF_SCHEMAS = ("sarif-schema-2.1.0-errata01.json", "sarif-2.1.0-rtm.5.json")
+
+
+def sarif_validators(schema_dir):
+    """[(name, Draft-4 validator)] for both SARIF 2.1.0 schemas kept in
+    schema_dir (tests/sarif/schemas: what GitHub's upload-sarif checks).
+    Never skips: a missing python3-jsonschema or schema fails the run."""
+    try:
+        import jsonschema
+    except ImportError as e:
+        print(f"FAIL python3-jsonschema is not importable by {sys.executable} ({e}): "
+              "run `bash ci/install-deps.sh`")
+        sys.exit(1)
+    validators = []
+    for name in SARIF_SCHEMAS:
+        path = os.path.join(schema_dir, name)
+        if not os.path.isfile(path):
+            print(f"FAIL schema {path} is missing")
+            sys.exit(1)
+        with open(path, encoding="utf-8") as f:
+            schema = json.load(f)
+        jsonschema.Draft4Validator.check_schema(schema)
+        validators.append((name, jsonschema.Draft4Validator(schema)))
+    return validators
+
+
+def validate_sarif(doc, validators):
+    """Raises AssertionError naming the schema and the first error's path."""
+    for name, v in validators:
+        errors = sorted(v.iter_errors(doc), key=lambda e: list(e.absolute_path))
+        if errors:
+            e = errors[0]
+            raise AssertionError(f"{name}: {len(errors)} error(s); first at "
+                                 f"{'/'.join(map(str, e.absolute_path))}: {e.message}")
