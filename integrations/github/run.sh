@@ -16,17 +16,11 @@
 #   MG_SARIF_FILE  SARIF path (default modelgate.sarif)
 set -euo pipefail
 
-# Workflow-command data: %, CR and LF must be escaped.
-gh_escape() {
-  local s="$1"
-  s="${s//'%'/%25}"
-  s="${s//$'\r'/%0D}"
-  s="${s//$'\n'/%0A}"
-  printf '%s' "$s"
-}
-annotate() { printf '::%s title=modelgate::%s\n' "$1" "$(gh_escape "$2")"; }
+# shellcheck source=integrations/github/annotate.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/annotate.sh"
+error() { annotate error modelgate "$1"; }
 
-[ -n "${GITHUB_OUTPUT:-}" ] || { annotate error "GITHUB_OUTPUT is not set (run this as a step of action.yml)"; exit 2; }
+[ -n "${GITHUB_OUTPUT:-}" ] || { error "GITHUB_OUTPUT is not set (run this as a step of action.yml)"; exit 2; }
 bin="${MG_BIN:-}"
 policy="${MG_POLICY:-}"
 fail_on="${MG_FAIL_ON:-}"
@@ -90,7 +84,7 @@ elif [ -z "$policy" ] && [ -n "$fail_on" ]; then
 fi
 
 if [ -n "$problem" ]; then
-  annotate error "$problem"
+  error "$problem"
   code=2
 else
   if [ -n "$policy" ]; then
@@ -107,10 +101,10 @@ else
   echo "::$token::"
   case "$code" in
     0) echo "modelgate: every file passed" ;;
-    1) annotate error "modelgate rejected at least one file (exit 1); see the report above and the code scanning alerts" ;;
-    2) annotate error "modelgate could not judge (exit 2): usage, unreadable path or bad policy; see the log" ;;
+    1) error "modelgate rejected at least one file (exit 1); see the report above and the code scanning alerts" ;;
+    2) error "modelgate could not judge (exit 2): usage, unreadable path or bad policy; see the log" ;;
     *)
-      annotate error "modelgate failed (exit $code); counted as could not judge (2)"
+      error "modelgate failed (exit $code); counted as could not judge (2)"
       code=2
       ;;
   esac

@@ -9,13 +9,10 @@
 # MG_BUILD_DIR (under $RUNNER_TEMP).
 set -euo pipefail
 
+# shellcheck source=integrations/github/annotate.sh
+. "$(dirname -- "${BASH_SOURCE[0]}")/annotate.sh"
 fail() {
-  # Workflow-command data: %, CR and LF must be escaped.
-  local msg="$1"
-  msg="${msg//'%'/%25}"
-  msg="${msg//$'\r'/%0D}"
-  msg="${msg//$'\n'/%0A}"
-  printf '::error title=modelgate setup::%s\n' "$msg"
+  annotate error "modelgate setup" "$1"
   exit 2
 }
 

@@ -66,8 +66,8 @@ def metadata_and_no_expressions_in_run_scripts(d):
 
 @test
 def scripts_pass_shellcheck(d):
-    scripts = [os.path.join(ROOT, "integrations", "github", n) for n in ("setup.sh", "run.sh")]
-    code, out, err = run([SHELLCHECK, "--shell=bash", *scripts])
+    scripts = [os.path.join(ROOT, "integrations", "github", n) for n in ("setup.sh", "run.sh", "annotate.sh")]
+    code, out, err = run([SHELLCHECK, "--shell=bash", "-x", *scripts], cwd=ROOT)
     eq(code, 0, "shellcheck\n" + out + err)
 
 
