@@ -546,15 +546,20 @@ core::Result<std::shared_ptr<const YaraRules>> CompileYaraRules(
 }
 
 FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOptions& options) {
-  FileScan out;
-  out.path = path;
   auto opened = core::OpenRegularFile(path, follow_symlink);
   if (!opened.ok()) {
+    FileScan out;
+    out.path = path;
     out.io_error = true;
     out.findings.push_back(FindingFromError(opened.error()));
     return out;
   }
-  const core::OpenedFile& f = opened.value();
+  return ScanOpened(opened.value(), path, options);
+}
+
+FileScan ScanOpened(const core::OpenedFile& f, const std::string& path, const ScanOptions& options) {
+  FileScan out;
+  out.path = path;
   out.size = f.size;
   std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(f.size, kSniffBytes)));
   if (auto s = core::PreadExact(f.fd, 0, head); !s.ok()) {

@@ -316,4 +316,14 @@ struct FileScan {
 // `follow_symlink`), detects its format and analyzes it. Never throws.
 FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOptions& options);
 
+// ScanOpened judges the file already open as `file` (its fd, size and
+// identity from OpenRegularFile); `path` names it in findings and decides
+// which loaders its extension claims. It reads only through `file.fd`
+// (pread), never reopens `path`, and never maps the file: a file that
+// shrinks during the scan is an MG-IO-CHANGED error, not a crash. This is
+// what one verdict per descriptor builds on (scan, signature and file
+// digest all read the same fd).
+FileScan ScanOpened(const core::OpenedFile& file, const std::string& path,
+                    const ScanOptions& options);
+
 }  // namespace modelgate::scanner
