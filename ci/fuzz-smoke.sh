@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # ci/fuzz-smoke.sh [SECONDS]: build the libFuzzer targets (clang) and run
-# each one for SECONDS (default 60) from its seed corpus.
+# each one for SECONDS (default 45) from its seed corpus. A crash, a trapped
+# invariant or any sanitizer report fails it (fuzz/run_smoke.sh).
+# MG_FUZZ_BUILD names the build dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${1:-60}"
-CC=clang-14 CXX=clang++-14 bash ci/build.sh build-fuzz -DMG_LIBFUZZER=ON -DMG_BUILD_TESTS=OFF \
+seconds="${1:-45}"
+build="${MG_FUZZ_BUILD:-build-fuzz}"
+CC=clang-14 CXX=clang++-14 bash ci/build.sh "$build" -DMG_LIBFUZZER=ON -DMG_BUILD_TESTS=OFF \
   -DMG_BUILD_BENCH=OFF
-bash fuzz/run_smoke.sh build-fuzz "$seconds"
+bash fuzz/run_smoke.sh "$build" "$seconds"

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The unit tests (and the fuzz seed replays) under ASan + UBSan.
+# ci/sanitize.sh: the unit tests (and the fuzz seed replays) under ASan +
+# UBSan. Any sanitizer report fails the step (ci/run-sanitized.sh), even one
+# from a child process whose test passed. MG_ASAN_BUILD names the build dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CC=clang-14 CXX=clang++-14 bash ci/build.sh build-asan -DMG_SANITIZE=ON -DMG_BUILD_BENCH=OFF \
+build="${MG_ASAN_BUILD:-build-asan}"
+CC=clang-14 CXX=clang++-14 bash ci/build.sh "$build" -DMG_SANITIZE=ON -DMG_BUILD_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=Debug
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-cd build-asan && ctest --output-on-failure -j "$(nproc)"
+root=$(pwd)
+cd "$build" && bash "$root/ci/run-sanitized.sh" ctest --output-on-failure -j "$(nproc)"

@@ -5,7 +5,14 @@
 # corpus is never written) with the target's dictionary if it has one; replay
 # builds just replay the seeds. Exits non-zero if any target crashes; its
 # reproducer is left in fuzz-artifacts/ under the build dir and its log printed.
+# A sanitizer report fails the target even if the process exited 0 (a UBSan
+# build that recovers, a report from a child): its log is searched for one.
 set -euo pipefail
+
+# The report headers of ASan, LSan, UBSan and libFuzzer itself.
+readonly report_pattern='runtime error:|ERROR: AddressSanitizer|ERROR: LeakSanitizer|SUMMARY: (Address|UndefinedBehavior|Leak)Sanitizer|ERROR: libFuzzer'
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 if [[ $# -ne 2 || ! $2 =~ ^[0-9]+$ ]]; then
   echo "usage: $0 BUILD_DIR SECONDS" >&2
@@ -43,6 +50,10 @@ run_one() {  # run_one NAME BIN: writes $scratch/NAME.status
   else
     echo "== $name: replay build (configure with -DMG_LIBFUZZER=ON to fuzz); replaying seeds" >"$scratch/$name.head"
     "$bin" "$seeds" >"$log" 2>&1 || status=$?
+  fi
+  if [[ $status -eq 0 ]] && grep -Eq "$report_pattern" "$log"; then
+    echo "!! $name exited 0 but its log holds a sanitizer report" >>"$scratch/$name.head"
+    status=97
   fi
   echo "$status" >"$scratch/$name.status"
 }
