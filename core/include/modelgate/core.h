@@ -92,10 +92,27 @@ std::span<const Code> AllCodes();
 
 inline constexpr uint64_t kNoOffset = UINT64_MAX;
 
-// Quoted renders untrusted text for a message: in double quotes, with
-// quotes, backslashes, control bytes and invalid UTF-8 escaped, and cut to
-// `max_bytes` (marked with "...") so a hostile name cannot flood a report.
+// Quoted renders untrusted text for a terminal or a message: in double
+// quotes, cut to `max_bytes` (marked with "...") so a hostile name cannot
+// flood a report, and escaped so it can neither drive a terminal nor be
+// misread: '"' and '\' as \" and \\; C0 controls, DEL and every byte of
+// ill-formed UTF-8 (including a lone 0x80-0x9F, the one-byte C1 controls
+// such as CSI 0x9B) as \xNN; the encoded C1 controls U+0080-U+009F, the bidi
+// controls U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069 and the
+// separators U+2028, U+2029 as \uNNNN. Other UTF-8 is kept. Uncut, the
+// form is reversible: two different texts never quote alike.
 std::string Quoted(std::string_view text, size_t max_bytes = 200);
+// EscapeControls escapes what Quoted escapes except '"' and '\', without
+// quotes or a cut: for text that already holds Quoted names (a finding's
+// message) on its way to a terminal. Quoted output passes unchanged.
+std::string EscapeControls(std::string_view text);
+// IsUtf8: `text` is well-formed UTF-8.
+bool IsUtf8(std::string_view text);
+// EscapeInvalidUtf8 is `text` unchanged when it is well-formed UTF-8, else
+// with each byte of an ill-formed sequence as \xNN and each '\' as \\: a
+// valid UTF-8 string (for JSON) that differs for any two ill-formed inputs.
+// Callers carry the raw bytes beside it (the reports' *_bytes fields).
+std::string EscapeInvalidUtf8(std::string_view text);
 
 // Error is a rule that failed: its code, the absolute byte offset in the
 // file where it failed (or kNoOffset), and a message naming the tensor and
