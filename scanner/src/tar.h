@@ -10,9 +10,16 @@
 //   A single zero block ends the archive (no second block needed).
 // - Numeric fields are `int(field.strip() or "0", 8)` after cutting at the
 //   first NUL: signs, "0o" prefixes, underscores and odd whitespace are
-//   accepted. Base-256 (0x80 first byte) is accepted (positive values up to
-//   2^63-1); 0xFF (negative base-256) and negative octal are rejected here
-//   with MG-TAR-BAD-NUMBER and end the listing.
+//   accepted; base-256 (0x80, or 0xFF for negative) holds up to 2^88. They
+//   are Python ints, without bound: this reader never wraps one. A value
+//   of 2^63 or more, negative, or not plain octal is MG-TAR-BAD-NUMBER and
+//   kept as tarfile keeps it; a negative checksum can match the signed sum.
+// - A size (ustar, base-256 or PAX) that puts the next header past the end
+//   of the file makes getmembers() raise (MG-TAR-OUT-OF-BOUNDS), wherever
+//   the member is. A negative size moves tarfile backwards: not modelled
+//   (MG-TAR-UNSUPPORTED, TarArchive::incomplete).
+// - A PAX record length is ([0-9]{1,20}) read as a Python int: 20 digits
+//   are a valid length when it fits the header, else InvalidHeaderError.
 // - The first extension header of a chain wins: an 'L' before an 'x' sets
 //   the name, an 'x' before an 'L' sets it. A global 'size' changes a
 //   member's size but not where the next header is read.
@@ -35,7 +42,8 @@
 namespace modelgate::scanner {
 
 // TarLimits bound the work and memory of one listing; hitting one is
-// MG-TAR-LIMIT (high) and ends the listing (the rest is not judged).
+// MG-TAR-LIMIT (high) and ends the listing (the rest is not judged:
+// TarArchive::incomplete).
 struct TarLimits {
   // Member headers (regular, links, directories...; extension headers not
   // counted). torch's legacy tar has three; source trees have thousands.
@@ -90,9 +98,18 @@ struct TarArchive {
   std::string end_reason;
   // tarfile.open or getmembers() raises TarError (ReadError): torch.load
   // then unpickles the whole file from offset 0 instead (the caller must
-  // run the pickle machine on it). `loader_error` says why.
+  // run the pickle machine on it). `loader_error` says why. Also set when
+  // getmembers() raises another error (the seek past 2^63 of a huge size
+  // raises ValueError, and past the file system's largest file OSError):
+  // torch.load then fails without the fallback, and judging the pickle
+  // view anyway judges more, never less.
   bool loader_fails = false;
   std::string loader_error;
+  // The listing stopped before tarfile would (a TarLimits limit, or a
+  // construct this reader does not model, such as a negative size): what
+  // tarfile would list after `end_offset` was not judged, so the caller
+  // must reject the file whatever failOn says (fail closed).
+  bool incomplete = false;
 };
 
 // LooksLikeTar: `head` (at least 512 bytes) starts with a header whose
@@ -133,67 +150,7 @@ const TarMember* ResolveTarMember(const TarArchive& tar, std::string_view name,
 core::Result<std::vector<uint8_t>> ExtractTarMember(const Source& src, const TarMember& member,
                                                     uint64_t max_bytes);
 
-// LooksLikeTorchTar: the archive has members named "storages", "tensors"
-// and "pickle", the three torch's legacy loader reads. Such a file (a tar
-// at offset 0 that tarfile lists without error) loads through
-// torch.serialization legacy_load.
-bool LooksLikeTorchTar(const TarArchive& tar);
-
-// TorchTarMembers are the members legacy_load reads, resolved as it reads
-// them ("storages" and "tensors" with extract(), "pickle" with
-// extractfile()); nullptr where absent or unresolvable.
-struct TorchTarMembers {
-  const TarMember* storages = nullptr;
-  const TarMember* tensors = nullptr;
-  const TarMember* pickle = nullptr;
-};
-
-// FindTorchTarMembers resolves the three members. A link among them that
-// the loader follows out of the archive (or that cannot be resolved) is
-// MG-TAR-LINK (critical): the bytes loaded are not in the file. A link that
-// resolves inside is MG-TAR-LINK (high): the analyzed bytes are the
-// target's.
-TorchTarMembers FindTorchTarMembers(const TarArchive& tar, std::vector<Finding>* findings);
-
-// --- torch legacy tar members ---
-// torch.serialization._legacy_load(…).legacy_load reads, in this order:
-//  1. "storages" (extracted to disk): pickle N (the storage count); then N
-//     times: pickle (key, location, storage_type) followed by raw storage
-//     bytes (int64 LE element count, then count * element_size bytes, the
-//     element size from storage_type's dtype); then pickle storage_views.
-//  2. "tensors" (extracted to disk): pickle M (the tensor count); then M
-//     times: pickle (key, storage_id, tensor_type) followed by raw metadata
-//     (int32 LE ndim, 4 unused bytes, ndim int64 sizes, ndim int64 strides,
-//     int64 storage offset).
-//  3. "pickle" (extractfile): one pickle, loaded with persistent_load and a
-//     find_class that maps any name containing "Storage" to a StorageType.
-// Every pickle above is unpickled with the full unpickler (not weights-only
-// in torch < 2.6), so every one of them can run code.
-
-// TorchTarPickle is one pickle stream inside a member, in load order.
-struct TorchTarPickle {
-  uint64_t begin = 0;  // member-relative offset of its first byte
-  uint64_t end = 0;    // just past STOP, or the member's end when the walk failed
-  std::string role;    // "count", "storage args", "storage views", "tensor args", "object"
-};
-
-// TorchTarLayout is how the loader walks one member.
-struct TorchTarLayout {
-  std::vector<TorchTarPickle> pickles;  // run the pickle machine on each, alone
-  // False when the walk could not follow the loader to the member's end
-  // (the last pickle then runs to the member's end, and a finding says why).
-  bool complete = false;
-  uint64_t consumed = 0;  // member bytes the loader reads
-};
-
-// SplitTorchTarMember walks `bytes` (the member `member_name`, which is
-// "storages", "tensors" or "pickle") as legacy_load reads it and returns the
-// pickle streams to analyze. Counts and element sizes are read from simple
-// pickles (an int; a tuple holding a torch.*Storage global); anything else
-// stops the walk with MG-TAR-TORCH-LAYOUT (high) and hands the rest to the
-// pickle machine as one stream. `findings` get `member_name` as member and
-// `member_base` + member offset as offset.
-TorchTarLayout SplitTorchTarMember(std::string_view member_name, std::span<const uint8_t> bytes,
-                                   uint64_t member_base, std::vector<Finding>* findings);
-
 }  // namespace modelgate::scanner
+
+// The legacy-torch walker reads TarArchive listings; it lives in its own file.
+#include "torch_legacy.h"

@@ -10,10 +10,14 @@ usage: make_archive_fixtures.py [DATA_DIR]   (default: data/ next to this script
    the layout is what torch's legacy_load reads.
 2. tarfile-cases/*.tar, hand-made edge cases, and tarfile-cases/manifest.tsv:
    what Python's tarfile lists for each (name, size, data offset per member,
-   or "error"), which archive_tests compares with ReadTar.
+   or "error:<exception>" when getmembers() raises), which archive_tests
+   compares with ReadTar. The archives are read from a real file, as
+   torch.load reads them: past 2^63 the seek raises ValueError, not
+   ReadError, and torch.load then fails without its pickle fallback.
 """
 import io
 import os
+import tempfile
 import pickle
 import struct
 import sys
@@ -24,25 +28,37 @@ out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "data")
 
 
 def header(name=b"a", size=0, typeflag=b"0", linkname=b"", prefix=b"", size_field=None,
-           magic=b"ustar\x0000"):
+           magic=b"ustar\x0000", mtime_field=None, signed_checksum=False):
     b = bytearray(512)
     b[0:len(name)] = name
     b[100:108] = b"0000644\0"
     b[108:116] = b"0000000\0"
     b[116:124] = b"0000000\0"
     b[124:136] = size_field if size_field is not None else b"%011o\0" % size
-    b[136:148] = b"00000000000\0"
+    b[136:148] = mtime_field if mtime_field is not None else b"00000000000\0"
     b[156:157] = typeflag
     b[157:157 + len(linkname)] = linkname
     b[257:265] = magic
     b[345:345 + len(prefix)] = prefix
     b[148:156] = b" " * 8
-    b[148:156] = b"%06o\0 " % sum(b)
+    if signed_checksum:  # the signed-char sum tarfile also accepts, signed octal
+        s = sum(x - 256 if x >= 128 else x for x in b)
+        b[148:156] = (b"-%05o\0 " % -s) if s < 0 else (b"%06o\0 " % s)
+    else:
+        b[148:156] = b"%06o\0 " % sum(b)
     return bytes(b)
 
 
 def data(d):
     return d + b"\0" * ((-len(d)) % 512)
+
+
+def pax_raw(body, typeflag=b"x"):
+    return header(b"././@PaxHeader", len(body), typeflag) + data(body)
+
+
+def b256(width, value):
+    return b"\x80" + value.to_bytes(width - 1, "big")
 
 
 def pax(records, typeflag=b"x"):
@@ -88,16 +104,35 @@ CASES = {
     "bad-first-checksum": bytes([0x41]) + header(b"a", 1)[1:] + data(b"1") + END,
     "pax-bad-record": pax([(b"path", b"x")])[:512] + data(b"8 path=x\n") + header(b"a", 1)
         + data(b"1") + END,
+    # Checked arithmetic: 2^64 + 31 wraps to this record's true length.
+    "pax-length-20-digits": pax_raw(b"18446744073709551647 path=evil\n") + header(b"a", 1)
+        + data(b"1") + END,
+    "pax-length-20-zeros": pax_raw(b"00000000000000000031 path=evil\n") + header(b"a", 1)
+        + data(b"1") + END,
+    "pax-size-2-64-plus-1": pax([(b"size", b"18446744073709551617")]) + header(b"a", 1)
+        + data(b"1") + END,
+    "pax-size-2-63": header(b"z", 1) + data(b"1") + pax([(b"size", b"9223372036854775808")])
+        + header(b"a", 1) + data(b"1") + END,
+    "base256-size-2-64": header(b"z", 1) + data(b"1") + header(b"b", size_field=b256(12, 1 << 64))
+        + data(b"1") + END,
+    "base256-size-2-80": header(b"b", size_field=b256(12, (1 << 80) + 1)) + data(b"1") + END,
+    "base256-size-2-40": header(b"b", size_field=b256(12, 1 << 40)) + data(b"1") + END,
+    "base256-mtime-huge": header(b"a", 1, mtime_field=b256(12, (1 << 88) - 1)) + data(b"1") + END,
+    "negative-checksum": header(b"\x80" * 100, 1, linkname=b"\x80" * 100, signed_checksum=True)
+        + data(b"1") + END,
 }
 
 
 def listing(raw):
-    try:
-        with tarfile.open(fileobj=io.BytesIO(raw), mode="r:", format=tarfile.PAX_FORMAT) as t:
-            return [(m.name, m.size, m.offset_data, m.type.decode("latin1") or "\\0")
-                    for m in t.getmembers()]
-    except tarfile.TarError as e:
-        return "error"
+    with tempfile.TemporaryFile() as f:
+        f.write(raw)
+        f.seek(0)
+        try:
+            with tarfile.open(fileobj=f, mode="r:", format=tarfile.PAX_FORMAT) as t:
+                return [(m.name, m.size, m.offset_data, m.type.decode("latin1") or "\\0")
+                        for m in t.getmembers()]
+        except (tarfile.TarError, ValueError, OSError) as e:
+            return "error:" + type(e).__name__
 
 
 def torch_legacy_tar():
@@ -137,12 +172,14 @@ def main():
         with open(os.path.join(out, "tarfile-cases", name + ".tar"), "wb") as f:
             f.write(raw)
         got = listing(raw)
-        if got == "error":
-            lines.append(f"{name}\terror")
+        if isinstance(got, str):
+            lines.append(f"{name}\t{got}")
         else:
             cells = ["%s|%d|%d|%s" % m for m in got]
             lines.append("\t".join([name] + cells))
-    with open(os.path.join(out, "tarfile-cases", "manifest.tsv"), "w") as f:
+    # Names are the raw header bytes (tarfile decodes with surrogateescape).
+    with open(os.path.join(out, "tarfile-cases", "manifest.tsv"), "w", encoding="utf-8",
+              errors="surrogateescape") as f:
         f.write("\n".join(lines) + "\n")
 
     raw = torch_legacy_tar()

@@ -15,9 +15,13 @@ struct TarHeader {
   char type = '0';
   std::string linkname;
   std::string prefix;
-  std::string size_field;  // raw 12 bytes instead of the octal size, if set
+  std::string size_field;   // raw 12 bytes instead of the octal size, if set
+  std::string mtime_field;  // raw 12 bytes instead of mtime 0, if set
   bool ustar = true;
   bool break_checksum = false;
+  // The checksum tarfile also accepts: the sum of the bytes read as signed
+  // char, written in signed octal ("-62000" when bytes >= 0x80 dominate).
+  bool signed_checksum = false;
 };
 
 class TarBuilder {
@@ -35,7 +39,11 @@ class TarBuilder {
       std::snprintf(buf, sizeof buf, "%011llo", static_cast<unsigned long long>(h.size));
       Put(&b, 124, buf, 12);
     }
-    Put(&b, 136, "00000000000", 12);
+    if (!h.mtime_field.empty()) {
+      for (size_t i = 0; i < 12 && i < h.mtime_field.size(); ++i) b[136 + i] = static_cast<uint8_t>(h.mtime_field[i]);
+    } else {
+      Put(&b, 136, "00000000000", 12);
+    }
     b[156] = static_cast<uint8_t>(h.type);
     Put(&b, 157, h.linkname, 100);
     if (h.ustar) {
@@ -43,11 +51,11 @@ class TarBuilder {
     }
     Put(&b, 345, h.prefix, 155);
     for (int i = 148; i < 156; ++i) b[i] = ' ';
-    unsigned sum = 0;
-    for (uint8_t c : b) sum += c;
+    long sum = 0;
+    for (uint8_t c : b) sum += h.signed_checksum ? static_cast<int8_t>(c) : c;
     if (h.break_checksum) sum += 1;
-    char cs[8];
-    std::snprintf(cs, sizeof cs, "%06o", sum);
+    char cs[16];
+    std::snprintf(cs, sizeof cs, sum < 0 ? "-%05lo" : "%06lo", static_cast<unsigned long>(sum < 0 ? -sum : sum));
     for (int i = 0; i < 6; ++i) b[148 + i] = static_cast<uint8_t>(cs[i]);
     b[154] = 0;
     b[155] = ' ';

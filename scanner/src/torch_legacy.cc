@@ -1,0 +1,344 @@
+// The legacy torch tar layout, as torch.serialization._legacy_load's
+// legacy_load reads it (torch < 1.6 wrote it; torch.load still reads it
+// when tarfile lists the file). The pickle streams are located by opcode
+// lengths only; the pickle machine judges each of them.
+#include "torch_legacy.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+namespace modelgate::scanner {
+namespace {
+
+using core::Severity;
+
+// One pickle per storage and per tensor: bounded so a member of tiny
+// pickles cannot make the list unbounded.
+constexpr uint64_t kMaxTorchPickles = 1'000'000;
+
+void Add(std::vector<Finding>* out, const char* id, Severity sev, std::string message,
+         uint64_t offset, const std::string& member = "") {
+  out->push_back(MakeFinding(id, sev, std::move(message), offset, member));
+}
+
+std::string N(uint64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+bool LooksLikeTorchTar(const TarArchive& tar) {
+  bool s = false, t = false, p = false;
+  for (const auto& m : tar.members) {
+    s |= m.name == "storages";
+    t |= m.name == "tensors";
+    p |= m.name == "pickle";
+  }
+  return s && t && p;
+}
+
+TorchTarMembers FindTorchTarMembers(const TarArchive& tar, std::vector<Finding>* findings) {
+  TorchTarMembers out;
+  struct Want {
+    const char* name;
+    TarAccess access;
+    const TarMember** slot;
+  };
+  const Want wants[] = {{"storages", TarAccess::kExtract, &out.storages},
+                        {"tensors", TarAccess::kExtract, &out.tensors},
+                        {"pickle", TarAccess::kExtractFile, &out.pickle}};
+  for (const auto& w : wants) {
+    const TarMember* named = nullptr;
+    for (const auto& m : tar.members) {
+      if (m.name == w.name) named = &m;
+    }
+    if (named == nullptr) continue;
+    *w.slot = ResolveTarMember(tar, w.name, w.access);
+    if (named->type != TarType::kSymlink && named->type != TarType::kHardlink) continue;
+    if (*w.slot == nullptr) {
+      Add(findings, "MG-TAR-LINK", Severity::kCritical,
+          std::string("torch member \"") + w.name + "\" is a link the loader follows out of the "
+          "archive (to " + core::Quoted(named->linkname) + "); the bytes it loads are not in the file",
+          named->header_offset, named->name);
+    } else {
+      Add(findings, "MG-TAR-LINK", Severity::kHigh,
+          std::string("torch member \"") + w.name + "\" is a link; the loader reads " +
+              core::Quoted((*w.slot)->name),
+          named->header_offset, named->name);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// ArgBytes: how many argument bytes opcode `op` takes after itself, for the
+// fixed-width opcodes; -1 for a '\n'-terminated argument, -2 for a counted
+// one (`count_width` bytes of little-endian length first), -3 if unknown.
+int ArgBytes(uint8_t op, int* count_width) {
+  *count_width = 0;
+  switch (op) {
+    // no argument
+    case '(': case '.': case '0': case '1': case '2': case 'N': case 'R': case 'a':
+    case 'b': case 'd': case 'e': case 'l': case 'o': case 's': case 't': case 'u':
+    case ')': case ']': case '}': case 0x81: case 0x85: case 0x86: case 0x87: case 0x88:
+    case 0x89: case 0x90: case 0x91: case 0x92: case 0x93: case 0x94: case 0x97:
+    case 0x98: case 'Q': case 0x8f:
+      return 0;
+    case 'K': case 'h': case 'q': case 0x80: case 0x82: return 1;
+    case 'M': case 0x83: return 2;
+    case 'J': case 'j': case 'r': case 0x84: return 4;
+    case 'G': case 0x95: return 8;
+    case 'F': case 'I': case 'L': case 'S': case 'V': case 'P': case 'g': case 'p':
+      return -1;
+    case 'c': case 'i': return -4;  // two '\n'-terminated lines
+    case 'U': case 'C': case 0x8c: *count_width = 1; return -2;
+    case 'T': case 'X': case 'B': *count_width = 4; return -2;
+    case 0x8a: *count_width = 1; return -2;  // LONG1
+    case 0x8b: *count_width = 4; return -2;  // LONG4
+    case 0x8d: case 0x8e: case 0x96: *count_width = 8; return -2;
+    default: return -3;
+  }
+}
+
+struct Walked {
+  bool ok = false;
+  uint64_t end = 0;                 // just past STOP
+  std::optional<int64_t> int_value;  // the pickle is a lone int
+  std::string storage_class;         // last GLOBAL/STACK_GLOBAL name ending "Storage"
+};
+
+// WalkPickle finds where the pickle starting at `at` ends (its STOP) by
+// opcode lengths only; it also notes a lone int and torch storage globals.
+Walked WalkPickle(std::span<const uint8_t> b, uint64_t at) {
+  Walked w;
+  uint64_t p = at;
+  uint64_t value_ops = 0;  // opcodes that push a value (a lone int is one)
+  std::optional<int64_t> value;
+  std::string last_str[2];  // the last two strings pushed (STACK_GLOBAL's)
+  std::string global_name;
+  while (p < b.size()) {
+    const uint8_t op = b[p++];
+    int cw = 0;
+    const int n = ArgBytes(op, &cw);
+    if (n == -3) return w;
+    std::span<const uint8_t> arg;
+    if (n >= 0) {
+      if (b.size() - p < static_cast<uint64_t>(n)) return w;
+      arg = b.subspan(p, n);
+      p += n;
+    } else if (n == -1 || n == -4) {
+      std::string lines[2];
+      for (int i = 0; i < (n == -1 ? 1 : 2); ++i) {
+        const auto from = b.begin() + static_cast<ptrdiff_t>(p);
+        const auto nl = std::find(from, b.end(), uint8_t{'\n'});
+        if (nl == b.end()) return w;
+        lines[i].assign(from, nl);
+        if (n == -1) arg = b.subspan(p, static_cast<size_t>(nl - from));
+        p += static_cast<uint64_t>(nl - from) + 1;
+      }
+      if (n == -4) global_name = std::move(lines[1]);
+    } else {
+      if (b.size() - p < static_cast<uint64_t>(cw)) return w;
+      uint64_t len = 0;
+      for (int i = cw - 1; i >= 0; --i) len = (len << 8) | b[p + i];
+      p += cw;
+      if (len > b.size() - p) return w;
+      arg = b.subspan(p, len);
+      p += len;
+      if (op == 0x8c || op == 'X' || op == 0x8d) {  // string pushed for STACK_GLOBAL
+        last_str[0] = std::move(last_str[1]);
+        last_str[1].assign(arg.begin(), arg.end());
+      }
+    }
+    switch (op) {
+      case 'K': value = arg[0]; ++value_ops; break;
+      case 'M': value = arg[0] | (arg[1] << 8); ++value_ops; break;
+      case 'J': {
+        const uint32_t u = arg[0] | arg[1] << 8 | arg[2] << 16 | static_cast<uint32_t>(arg[3]) << 24;
+        value = static_cast<int32_t>(u);
+        ++value_ops;
+        break;
+      }
+      case 'I': case 'L': {
+        std::string s(arg.begin(), arg.end());
+        if (!s.empty() && s.back() == 'L') s.pop_back();
+        if (!s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == std::string::npos) {
+          value = std::stoll(s);
+        } else {
+          value.reset();
+        }
+        ++value_ops;
+        break;
+      }
+      case 0x8a: {  // LONG1, little-endian two's complement
+        if (arg.size() <= 8) {
+          uint64_t u = 0;
+          for (size_t i = arg.size(); i-- > 0;) u = (u << 8) | arg[i];
+          if (!arg.empty() && (arg.back() & 0x80) && arg.size() < 8) u -= uint64_t{1} << (8 * arg.size());
+          value = static_cast<int64_t>(u);
+        }
+        ++value_ops;
+        break;
+      }
+      case 'c': case 'i':
+        if (global_name.ends_with("Storage")) w.storage_class = global_name;
+        ++value_ops;
+        break;
+      case 0x93:
+        if (last_str[1].ends_with("Storage")) w.storage_class = last_str[1];
+        ++value_ops;
+        break;
+      case 0x80: case 0x95: break;  // PROTO, FRAME
+      case '.':
+        w.ok = true;
+        w.end = p;
+        if (value_ops == 1 && value) w.int_value = value;
+        return w;
+      default: ++value_ops; break;
+    }
+  }
+  return w;
+}
+
+uint64_t ElementBytes(std::string_view cls) {
+  static constexpr std::pair<std::string_view, uint64_t> kSizes[] = {
+      {"DoubleStorage", 8}, {"FloatStorage", 4},   {"HalfStorage", 2},
+      {"BFloat16Storage", 2}, {"LongStorage", 8},  {"IntStorage", 4},
+      {"ShortStorage", 2},  {"CharStorage", 1},    {"ByteStorage", 1},
+      {"BoolStorage", 1},   {"ComplexDoubleStorage", 16}, {"ComplexFloatStorage", 8},
+      {"QUInt8Storage", 1}, {"QInt8Storage", 1},   {"QInt32Storage", 4},
+      {"QUInt4x2Storage", 1}, {"QUInt2x4Storage", 1}};
+  for (const auto& [name, bytes] : kSizes) {
+    if (cls == name) return bytes;
+  }
+  return 0;
+}
+
+uint64_t Le64(std::span<const uint8_t> b, uint64_t at) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | b[at + i];
+  return v;
+}
+
+// TorchWalk follows legacy_load through one member, pickle by pickle.
+class TorchWalk {
+ public:
+  TorchWalk(std::string_view member_name, std::span<const uint8_t> bytes, uint64_t member_base,
+            std::vector<Finding>* findings)
+      : member_(member_name), bytes_(bytes), base_(member_base), findings_(findings) {}
+
+  TorchTarLayout Run() {
+    if (member_ == "pickle") {
+      if (One("object")) Complete();
+      return std::move(out_);
+    }
+    const bool storages = member_ == "storages";
+    if (!storages && member_ != "tensors") {
+      Stop("not a legacy torch member", "object");
+      return std::move(out_);
+    }
+    auto count = One("count");
+    if (!count) return std::move(out_);
+    if (!count->int_value || *count->int_value < 0) {
+      Stop("the count is not a plain non-negative int", "unknown");
+      return std::move(out_);
+    }
+    for (int64_t i = 0; i < *count->int_value; ++i) {
+      auto args = One(storages ? "storage args" : "tensor args");
+      if (!args || !(storages ? StorageBytes(*args) : TensorMetadata())) return std::move(out_);
+    }
+    if (storages && !One("storage views")) return std::move(out_);
+    Complete();
+    return std::move(out_);
+  }
+
+ private:
+  // Stop: the loader fails here or the walk cannot follow it; the pickle
+  // machine gets the rest (what runs before a failure still runs).
+  void Stop(const std::string& why, const char* role) {
+    Add(findings_, "MG-TAR-TORCH-LAYOUT", Severity::kHigh,
+        "cannot follow the legacy loader through " + core::Quoted(member_) + " at " + N(p_) +
+            ": " + why + "; the rest is analyzed as one pickle stream",
+        base_ + p_, member_);
+    if (p_ < bytes_.size()) out_.pickles.push_back({p_, bytes_.size(), role});
+    out_.consumed = bytes_.size();
+  }
+
+  void Complete() {
+    out_.complete = true;
+    out_.consumed = p_;
+  }
+
+  std::optional<Walked> One(const char* role) {
+    if (out_.pickles.size() >= kMaxTorchPickles) {
+      Stop("more than " + N(kMaxTorchPickles) + " pickles", role);
+      return std::nullopt;
+    }
+    Walked w = WalkPickle(bytes_, p_);
+    if (!w.ok) {
+      Stop("no complete pickle", role);
+      return std::nullopt;
+    }
+    out_.pickles.push_back({p_, w.end, role});
+    p_ = w.end;
+    return w;
+  }
+
+  // StorageBytes skips one storage's raw bytes: int64 LE element count,
+  // then count * element size bytes (_load_from_bytes/readinto).
+  bool StorageBytes(const Walked& args) {
+    const uint64_t elem = ElementBytes(args.storage_class);
+    if (elem == 0) {
+      Stop("storage type " + core::Quoted(args.storage_class) + " has no known element size",
+           "unknown");
+      return false;
+    }
+    if (bytes_.size() - p_ < 8) {
+      Stop("storage size truncated", "unknown");
+      return false;
+    }
+    const uint64_t numel = Le64(bytes_, p_);
+    uint64_t nbytes = 0;
+    if (__builtin_mul_overflow(numel, elem, &nbytes) || nbytes > bytes_.size() - p_ - 8) {
+      Stop("storage of " + N(numel) + " elements runs past the member", "unknown");
+      return false;
+    }
+    p_ += 8 + nbytes;
+    return true;
+  }
+
+  // TensorMetadata skips one tensor's raw metadata: int32 ndim, 4 unused
+  // bytes, ndim int64 sizes and strides, an int64 storage offset.
+  bool TensorMetadata() {
+    if (bytes_.size() - p_ < 8) {
+      Stop("tensor metadata truncated", "unknown");
+      return false;
+    }
+    const uint32_t ndim = bytes_[p_] | bytes_[p_ + 1] << 8 | bytes_[p_ + 2] << 16 |
+                          static_cast<uint32_t>(bytes_[p_ + 3]) << 24;
+    // ndim < 2^31 here, so the sum fits easily in 64 bits.
+    const uint64_t meta = 8 + 16 * static_cast<uint64_t>(ndim) + 8;
+    if ((ndim & 0x80000000u) || meta > bytes_.size() - p_) {
+      Stop("tensor metadata of rank " + N(ndim) + " runs past the member", "unknown");
+      return false;
+    }
+    p_ += meta;
+    return true;
+  }
+
+  const std::string member_;
+  const std::span<const uint8_t> bytes_;
+  const uint64_t base_;
+  std::vector<Finding>* const findings_;
+  TorchTarLayout out_;
+  uint64_t p_ = 0;  // member offset the loader reads next; always <= bytes_.size()
+};
+
+}  // namespace
+
+TorchTarLayout SplitTorchTarMember(std::string_view member_name, std::span<const uint8_t> bytes,
+                                   uint64_t member_base, std::vector<Finding>* findings) {
+  return TorchWalk(member_name, bytes, member_base, findings).Run();
+}
+
+}  // namespace modelgate::scanner

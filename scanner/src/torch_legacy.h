@@ -1,0 +1,81 @@
+// The legacy torch.save tar layout (torch < 1.6): which members
+// torch.serialization's legacy_load reads from a tar that tarfile lists,
+// and how it walks each member (pickles and raw storage bytes in turn), so
+// that every pickle stream it would unpickle is judged on its own.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "modelgate/scanner.h"
+#include "tar.h"
+
+namespace modelgate::scanner {
+
+// LooksLikeTorchTar: the archive has members named "storages", "tensors"
+// and "pickle", the three torch's legacy loader reads. Such a file (a tar
+// at offset 0 that tarfile lists without error) loads through
+// torch.serialization legacy_load.
+bool LooksLikeTorchTar(const TarArchive& tar);
+
+// TorchTarMembers are the members legacy_load reads, resolved as it reads
+// them ("storages" and "tensors" with extract(), "pickle" with
+// extractfile()); nullptr where absent or unresolvable.
+struct TorchTarMembers {
+  const TarMember* storages = nullptr;
+  const TarMember* tensors = nullptr;
+  const TarMember* pickle = nullptr;
+};
+
+// FindTorchTarMembers resolves the three members. A link among them that
+// the loader follows out of the archive (or that cannot be resolved) is
+// MG-TAR-LINK (critical): the bytes loaded are not in the file. A link that
+// resolves inside is MG-TAR-LINK (high): the analyzed bytes are the
+// target's.
+TorchTarMembers FindTorchTarMembers(const TarArchive& tar, std::vector<Finding>* findings);
+
+// --- torch legacy tar members ---
+// torch.serialization._legacy_load(…).legacy_load reads, in this order:
+//  1. "storages" (extracted to disk): pickle N (the storage count); then N
+//     times: pickle (key, location, storage_type) followed by raw storage
+//     bytes (int64 LE element count, then count * element_size bytes, the
+//     element size from storage_type's dtype); then pickle storage_views.
+//  2. "tensors" (extracted to disk): pickle M (the tensor count); then M
+//     times: pickle (key, storage_id, tensor_type) followed by raw metadata
+//     (int32 LE ndim, 4 unused bytes, ndim int64 sizes, ndim int64 strides,
+//     int64 storage offset).
+//  3. "pickle" (extractfile): one pickle, loaded with persistent_load and a
+//     find_class that maps any name containing "Storage" to a StorageType.
+// Every pickle above is unpickled with the full unpickler (not weights-only
+// in torch < 2.6), so every one of them can run code.
+
+// TorchTarPickle is one pickle stream inside a member, in load order.
+struct TorchTarPickle {
+  uint64_t begin = 0;  // member-relative offset of its first byte
+  uint64_t end = 0;    // just past STOP, or the member's end when the walk failed
+  std::string role;    // "count", "storage args", "storage views", "tensor args", "object"
+};
+
+// TorchTarLayout is how the loader walks one member.
+struct TorchTarLayout {
+  std::vector<TorchTarPickle> pickles;  // run the pickle machine on each, alone
+  // False when the walk could not follow the loader to the member's end
+  // (the last pickle then runs to the member's end, and a finding says why).
+  bool complete = false;
+  uint64_t consumed = 0;  // member bytes the loader reads
+};
+
+// SplitTorchTarMember walks `bytes` (the member `member_name`, which is
+// "storages", "tensors" or "pickle") as legacy_load reads it and returns the
+// pickle streams to analyze. Counts and element sizes are read from simple
+// pickles (an int; a tuple holding a torch.*Storage global); anything else
+// stops the walk with MG-TAR-TORCH-LAYOUT (high) and hands the rest to the
+// pickle machine as one stream. `findings` get `member_name` as member and
+// `member_base` + member offset as offset.
+TorchTarLayout SplitTorchTarMember(std::string_view member_name, std::span<const uint8_t> bytes,
+                                   uint64_t member_base, std::vector<Finding>* findings);
+
+}  // namespace modelgate::scanner
