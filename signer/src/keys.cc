@@ -91,6 +91,48 @@ core::Status ReadKeyFile(const std::string& path, std::vector<char>& out) {
                           std::span<uint8_t>(reinterpret_cast<uint8_t*>(out.data()), out.size()));
 }
 
+// CheckOnePemBlock accepts `pem` only when it is one PEM block with nothing
+// but whitespace around it. OpenSSL's reader skips any text before the first
+// BEGIN line and ignores everything after the first END line, so a file
+// holding two keys (or a key and a stray paste) would quietly be read as its
+// first block: the operator would trust a key other than the one they meant.
+// Messages give byte offsets, never key text.
+core::Status CheckOnePemBlock(std::string_view pem) {
+  constexpr std::string_view kBegin = "-----BEGIN ";
+  constexpr std::string_view kEnd = "-----END ";
+  constexpr std::string_view kDashes = "-----";
+  constexpr std::string_view kSpace = " \t\r\n";
+  size_t blocks = 0;
+  for (size_t at = pem.find(kBegin); at != std::string_view::npos;
+       at = pem.find(kBegin, at + kBegin.size())) {
+    ++blocks;
+  }
+  if (blocks == 0) return Error{Code::kSigKeyFormat, kNoOffset, "no PEM BEGIN line"};
+  if (blocks > 1) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 std::to_string(blocks) + " PEM blocks; a key file must hold exactly one"};
+  }
+  const size_t begin = pem.find(kBegin);
+  const size_t first = pem.find_first_not_of(kSpace);
+  if (first != begin) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "text before the PEM BEGIN line at byte " + std::to_string(first)};
+  }
+  const size_t end = pem.find(kEnd, begin);
+  const size_t close =
+      end == std::string_view::npos ? end : pem.find(kDashes, end + kEnd.size());
+  if (close == std::string_view::npos) {
+    return Error{Code::kSigKeyFormat, kNoOffset, "no PEM END line"};
+  }
+  const size_t trailing = pem.find_first_not_of(kSpace, close + kDashes.size());
+  if (trailing != std::string_view::npos) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "text after the PEM END line at byte " + std::to_string(trailing) +
+                     " (only whitespace may follow the one PEM block)"};
+  }
+  return core::OkStatus();
+}
+
 // PemToPkey decodes one PEM block with OpenSSL.
 template <typename ReadFn>
 EVP_PKEY* PemToPkey(std::string_view pem, ReadFn read) {
@@ -131,6 +173,8 @@ std::string PublicKeyPem(const PublicKey& key) {
 }
 
 core::Result<PublicKey> ParsePublicKeyPem(std::string_view pem) {
+  core::Status one = CheckOnePemBlock(pem);
+  if (!one.ok()) return one.error();
   EVP_PKEY* pkey = PemToPkey(pem, [](BIO* bio) {
     return PEM_read_bio_PUBKEY(bio, nullptr, NoPassphrase, nullptr);
   });
@@ -233,6 +277,8 @@ core::Status PrivateKey::WritePem(const std::string& path) const {
 }
 
 core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem) {
+  core::Status one = CheckOnePemBlock(pem);
+  if (!one.ok()) return one.error();
   EVP_PKEY* pkey = PemToPkey(pem, [](BIO* bio) {
     return PEM_read_bio_PrivateKey(bio, nullptr, NoPassphrase, nullptr);
   });

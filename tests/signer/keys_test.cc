@@ -79,10 +79,9 @@ TEST_CASE("keygen: never overwrites, never follows a symlink, leaves nothing hal
 
 TEST_CASE("keys: openssl genpkey Ed25519 keys load, other types and encrypted keys do not",
           "[signer][keys]") {
-  if (!HaveOpenssl()) {
-    WARN("openssl not installed; skipped");
-    return;
-  }
+  // openssl is installed by ci/install-deps.sh: without it this interop
+  // test fails rather than passing by checking nothing.
+  REQUIRE(HaveOpenssl());
   TempDir dir;
   REQUIRE(Run("openssl genpkey -algorithm ed25519 -out " + dir / "o.key") == 0);
   REQUIRE(Run("openssl pkey -in " + dir / "o.key" + " -pubout -out " + dir / "o.pub") == 0);
@@ -128,4 +127,60 @@ TEST_CASE("keys: a key signs, the matching public key verifies, another does not
   signer::PrivateKey b = TestKey();
   CHECK(sig != b.Sign(msg));
   CHECK(moved.public_key().kid != b.public_key().kid);
+}
+
+// A key file is one PEM block and whitespace. OpenSSL's PEM reader skips text
+// before the first BEGIN line and ignores everything after the first END
+// line, so a file holding two keys used to be read as its first key.
+TEST_CASE("keys: a PEM file with a second block, or text around its block, is rejected",
+          "[signer][keys][regress]") {
+  const std::string pem = signer::PublicKeyPem(TestKey(1).public_key());
+  const std::string other = signer::PublicKeyPem(TestKey(2).public_key());
+  auto expect_rejected = [](const core::Result<signer::PublicKey>& r, const std::string& says) {
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == core::Code::kSigKeyFormat);
+    CHECK_THAT(r.error().message, Catch::Contains(says));
+  };
+
+  REQUIRE(signer::ParsePublicKeyPem(pem).ok());
+  CHECK(signer::ParsePublicKeyPem("\n\r\n" + pem + "\r\n\n \t").ok());
+  auto crlf = signer::ParsePublicKeyPem(Replace(pem, "\n", "\r\n"));
+  REQUIRE(crlf.ok());
+  CHECK(crlf.value().kid == TestKey(1).public_key().kid);
+
+  expect_rejected(signer::ParsePublicKeyPem(pem + other), "2 PEM blocks");
+  expect_rejected(signer::ParsePublicKeyPem(pem + "\n" + pem), "2 PEM blocks");
+  expect_rejected(signer::ParsePublicKeyPem(pem + "-----BEGIN CERTIFICATE-----\nAAAA\n"),
+                  "2 PEM blocks");
+  expect_rejected(signer::ParsePublicKeyPem(pem + "trailing\n"),
+                  "text after the PEM END line at byte " + std::to_string(pem.size()));
+  expect_rejected(signer::ParsePublicKeyPem(pem + std::string(1, '\0')), "text after the PEM END line");
+  expect_rejected(signer::ParsePublicKeyPem("a comment\n" + pem), "text before the PEM BEGIN line");
+  expect_rejected(signer::ParsePublicKeyPem(pem.substr(0, pem.size() - 10)), "no PEM END line");
+  expect_rejected(signer::ParsePublicKeyPem("just text\n"), "no PEM BEGIN line");
+
+  TempDir dir;
+  const std::string two = pem + other;
+  WriteBytes(dir / "two.pub", Bytes(two.begin(), two.end()));
+  auto loaded = signer::LoadPublicKey(dir / "two.pub");
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(loaded.error().code == core::Code::kSigKeyFormat);
+  CHECK_THAT(loaded.error().message, Catch::StartsWith(dir / "two.pub" + ": ") &&
+                                         Catch::Contains("2 PEM blocks"));
+
+  // The same rule for private keys: a key file with the public key pasted
+  // after it is an operator's mistake to report, not to repair.
+  REQUIRE(TestKey(1).WritePem(dir / "k.key").ok());
+  const std::string key_pem = ReadText(dir / "k.key");
+  REQUIRE(signer::ParsePrivateKeyPem(key_pem).ok());
+  for (const std::string& text : {key_pem + pem, pem + key_pem, key_pem + "x"}) {
+    auto r = signer::ParsePrivateKeyPem(text);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == core::Code::kSigKeyFormat);
+  }
+  const std::string both_text = key_pem + pem;
+  WriteBytes(dir / "both.key", Bytes(both_text.begin(), both_text.end()));
+  auto both = signer::LoadPrivateKey(dir / "both.key");
+  REQUIRE_FALSE(both.ok());
+  CHECK_THAT(both.error().message, Catch::Contains("2 PEM blocks"));
 }

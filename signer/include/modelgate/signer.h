@@ -51,7 +51,9 @@ std::vector<uint8_t> SubjectPublicKeyInfoDer(const PublicKey& key);
 // PublicKeyPem is `key` as a "PUBLIC KEY" (SPKI) PEM block.
 std::string PublicKeyPem(const PublicKey& key);
 // ParsePublicKeyPem reads an Ed25519 SPKI "PUBLIC KEY" PEM block (as written
-// by PublicKeyPem or `openssl pkey -pubout`). Other key types: kSigKeyFormat.
+// by PublicKeyPem or `openssl pkey -pubout`). Other key types: kSigKeyFormat,
+// and so is any text but whitespace around the one block (a second block, a
+// comment line): the file must be exactly one key.
 core::Result<PublicKey> ParsePublicKeyPem(std::string_view pem);
 // LoadPublicKey reads a public key PEM file (symlinks followed: mounted
 // secrets are often symlinks).
@@ -91,7 +93,8 @@ class PrivateKey {
 
 // ParsePrivateKeyPem reads an unencrypted PKCS#8 Ed25519 "PRIVATE KEY" PEM
 // (ours, or `openssl genpkey -algorithm ed25519`). Encrypted keys and other
-// key types are kSigKeyFormat; nothing prompts for a passphrase.
+// key types are kSigKeyFormat; nothing prompts for a passphrase. Exactly one
+// PEM block, as for ParsePublicKeyPem.
 core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem);
 // LoadPrivateKey reads a private key PEM file (at most 64 KiB); the bytes
 // read are wiped after parsing.
