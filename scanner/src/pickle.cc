@@ -20,6 +20,8 @@
 
 #include "modelgate/scanner.h"
 #include "pickle_internal.h"
+#include "pickle_opcodes.h"
+#include "pickle_records.h"
 
 namespace modelgate::scanner {
 namespace {
@@ -28,85 +30,6 @@ namespace pi = pickle_internal;
 using core::ByteReader;
 using core::kNoOffset;
 using core::Quoted;
-
-// Opcodes (Lib/pickle.py). The value is the protocol that introduced it.
-struct OpInfo {
-  const char* name;
-  int proto;
-};
-OpInfo Info(uint8_t op) {
-  switch (op) {
-    case '(': return {"MARK", 0};
-    case '.': return {"STOP", 0};
-    case '0': return {"POP", 0};
-    case '1': return {"POP_MARK", 1};
-    case '2': return {"DUP", 0};
-    case 'F': return {"FLOAT", 0};
-    case 'I': return {"INT", 0};
-    case 'J': return {"BININT", 1};
-    case 'K': return {"BININT1", 1};
-    case 'L': return {"LONG", 0};
-    case 'M': return {"BININT2", 1};
-    case 'N': return {"NONE", 0};
-    case 'P': return {"PERSID", 0};
-    case 'Q': return {"BINPERSID", 1};
-    case 'R': return {"REDUCE", 0};
-    case 'S': return {"STRING", 0};
-    case 'T': return {"BINSTRING", 1};
-    case 'U': return {"SHORT_BINSTRING", 1};
-    case 'V': return {"UNICODE", 0};
-    case 'X': return {"BINUNICODE", 1};
-    case 'a': return {"APPEND", 0};
-    case 'b': return {"BUILD", 0};
-    case 'c': return {"GLOBAL", 0};
-    case 'd': return {"DICT", 0};
-    case '}': return {"EMPTY_DICT", 1};
-    case 'e': return {"APPENDS", 1};
-    case 'g': return {"GET", 0};
-    case 'h': return {"BINGET", 1};
-    case 'i': return {"INST", 0};
-    case 'j': return {"LONG_BINGET", 1};
-    case 'l': return {"LIST", 0};
-    case ']': return {"EMPTY_LIST", 1};
-    case 'o': return {"OBJ", 1};
-    case 'p': return {"PUT", 0};
-    case 'q': return {"BINPUT", 1};
-    case 'r': return {"LONG_BINPUT", 1};
-    case 's': return {"SETITEM", 0};
-    case 't': return {"TUPLE", 0};
-    case ')': return {"EMPTY_TUPLE", 1};
-    case 'u': return {"SETITEMS", 1};
-    case 'G': return {"BINFLOAT", 1};
-    case 0x80: return {"PROTO", 2};
-    case 0x81: return {"NEWOBJ", 2};
-    case 0x82: return {"EXT1", 2};
-    case 0x83: return {"EXT2", 2};
-    case 0x84: return {"EXT4", 2};
-    case 0x85: return {"TUPLE1", 2};
-    case 0x86: return {"TUPLE2", 2};
-    case 0x87: return {"TUPLE3", 2};
-    case 0x88: return {"NEWTRUE", 2};
-    case 0x89: return {"NEWFALSE", 2};
-    case 0x8a: return {"LONG1", 2};
-    case 0x8b: return {"LONG4", 2};
-    case 'B': return {"BINBYTES", 3};
-    case 'C': return {"SHORT_BINBYTES", 3};
-    case 0x8c: return {"SHORT_BINUNICODE", 4};
-    case 0x8d: return {"BINUNICODE8", 4};
-    case 0x8e: return {"BINBYTES8", 4};
-    case 0x8f: return {"EMPTY_SET", 4};
-    case 0x90: return {"ADDITEMS", 4};
-    case 0x91: return {"FROZENSET", 4};
-    case 0x92: return {"NEWOBJ_EX", 4};
-    case 0x93: return {"STACK_GLOBAL", 4};
-    case 0x94: return {"MEMOIZE", 4};
-    case 0x95: return {"FRAME", 4};
-    case 0x96: return {"BYTEARRAY8", 5};
-    case 0x97: return {"NEXT_BUFFER", 5};
-    case 0x98: return {"READONLY_BUFFER", 5};
-    default: return {nullptr, -1};
-  }
-}
 
 constexpr int kHighestProtocol = 5;
 // Tuples keep their first items (calls need their arguments) down to a
@@ -237,9 +160,9 @@ class Machine {
  public:
   // `joblib`: read array data after NumpyArrayWrapper BUILDs as joblib's
   // NumpyUnpickler does (top-level streams of the joblib view only).
-  Machine(const PickleOptions& options, PickleAnalysis* out, uint32_t depth,
+  Machine(const PickleOptions& options, PickleAnalysis* out, pi::Recorder* rec, uint32_t depth,
           uint64_t parent_offset, bool joblib)
-      : opt_(options), lim_(options.limits), out_(out), depth_(depth),
+      : opt_(options), lim_(options.limits), out_(out), rec_(rec), depth_(depth),
         parent_offset_(parent_offset), joblib_(joblib), none_(std::make_shared<Value>()),
         true_(std::make_shared<Value>()), false_(std::make_shared<Value>()),
         float_(std::make_shared<Value>()) {
@@ -260,13 +183,22 @@ class Machine {
 
  private:
   // --- stream lifecycle
-  bool RunOne(ByteReader& r);
+  // RunOne runs one stream; past a limit it walks the rest of the input,
+  // this stream and `streams_after` more, for imports.
+  bool RunOne(ByteReader& r, uint64_t streams_after);
   void ResetStream();
   [[noreturn]] void Fail(const std::string& why);
   [[noreturn]] void Underflow();
-  [[noreturn]] void LimitHit(const std::string& what);
-  void Anomaly(PickleAnomalyKind kind, core::Severity sev, uint64_t offset, std::string msg);
-  bool RecordRoom();
+  // LimitHit reports limit `name` ("max_opcodes") and stops the stream;
+  // RunOne then walks the rest of the input for imports (Salvage).
+  [[noreturn]] void LimitHit(const char* name, uint64_t value, const std::string& where = "");
+  void Anomaly(PickleAnomalyKind kind, core::Severity sev, uint64_t offset, std::string msg,
+               std::string limit = "");
+  // Salvage: see "--- salvage"; `own_memo`: `r` continues the stream
+  // whose memo the machine holds.
+  void Salvage(ByteReader& r, const std::string& after, uint64_t streams, bool own_memo);
+  void SalvageImport(std::string module, std::string qualname, const std::string& after,
+                     const char* unresolved);
 
   // --- reading
   std::string_view ReadLine(ByteReader& r);
@@ -294,8 +226,11 @@ class Machine {
   size_t MemoIndexText(std::string_view line);
   void MemoPut(uint64_t idx, const Ref& v);
   void MemoGet(uint64_t idx);
+  PickleImport Classify(std::string module, std::string qualname, const std::string& resolved_by,
+                        bool truncated);
   void FindClass(std::string module, std::string qualname, const std::string& resolved_by,
                  bool truncated);
+  PickleImport ExtImport(int64_t code);
   void Extension(uint64_t code);
   void Call(const Ref& callee, const Ref& args, const Ref& kwargs);
   void Build(ByteReader& r);
@@ -319,6 +254,7 @@ class Machine {
   const PickleOptions& opt_;
   const PickleLimits& lim_;
   PickleAnalysis* out_;
+  pi::Recorder* rec_;
   uint32_t depth_;
   uint64_t parent_offset_;
   bool joblib_;
@@ -339,6 +275,7 @@ class Machine {
   bool string_limit_reported_ = false;
   uint64_t kept_budget_ = 0;
   size_t disagreements_ = 0;
+  bool salvage_ = false;  // a limit stopped the stream: walk the rest
   uint64_t op_offset_ = 0;
   const char* op_name_ = "";
   std::unordered_map<std::string, size_t> allowed_calls_;
@@ -362,33 +299,12 @@ void Machine::ResetStream() {
   string_limit_reported_ = false;
   kept_budget_ = kKeptBudget;
   disagreements_ = 0;
+  salvage_ = false;
   allowed_calls_.clear();
 }
 
-bool Machine::RecordRoom() {
-  size_t n = out_->imports.size() + out_->calls.size() + out_->anomalies.size() +
-             out_->arrays.size();
-  if (n < lim_.max_records) return true;
-  ++out_->records_dropped;
-  if (!out_->limit_hit) {
-    out_->limit_hit = true;
-    PickleAnomaly a;  // the one record allowed past the cap: say it was hit
-    a.kind = PickleAnomalyKind::kLimit;
-    a.severity = core::Severity::kHigh;
-    a.offset = op_offset_;
-    a.opcode = op_name_;
-    a.message = "more than max_records (" + U64(lim_.max_records) +
-                ") imports, calls and anomalies; the rest are not listed";
-    a.stream = static_cast<uint32_t>(stream_index_);
-    out_->anomalies.push_back(std::move(a));
-  }
-  return false;
-}
-
 void Machine::Anomaly(PickleAnomalyKind kind, core::Severity sev, uint64_t offset,
-                      std::string msg) {
-  if (kind == PickleAnomalyKind::kLimit) out_->limit_hit = true;
-  if (!RecordRoom()) return;
+                      std::string msg, std::string limit) {
   PickleAnomaly a;
   a.kind = kind;
   a.severity = sev;
@@ -396,7 +312,8 @@ void Machine::Anomaly(PickleAnomalyKind kind, core::Severity sev, uint64_t offse
   a.opcode = op_name_;
   a.message = std::move(msg);
   a.stream = static_cast<uint32_t>(stream_index_);
-  out_->anomalies.push_back(std::move(a));
+  a.limit = std::move(limit);
+  rec_->Anomaly(std::move(a));
 }
 
 void Machine::Fail(const std::string& why) {
@@ -410,13 +327,155 @@ void Machine::Underflow() {
   Fail(marks_.empty() ? "unpickling stack underflow" : "unexpected MARK found");
 }
 
-void Machine::LimitHit(const std::string& what) {
+void Machine::LimitHit(const char* name, uint64_t value, const std::string& where) {
+  std::string what = std::string(name) + " (" + U64(value) + ")" + where;
   Anomaly(PickleAnomalyKind::kLimit, core::Severity::kHigh, op_offset_,
-          what + " reached at " + std::string(op_name_) + "; the rest of the stream is not analyzed");
+          what + " reached at " + std::string(op_name_[0] ? op_name_ : "stream start") +
+              "; the rest of the input is only walked for imports",
+          name);
   PickleStream& st = out_->streams[stream_index_];
   st.error = "limit: " + what;
   st.error_offset = op_offset_;
+  salvage_ = true;
   throw Stop{};
+}
+
+// --- salvage -----------------------------------------------------------------
+// Past a limit the machine stops, but what it did not read still runs on
+// load: Salvage walks the rest of the input opcode by opcode (the table's
+// argument shapes: exact, since opcodes delimit themselves), up to
+// `streams` STOPs, keeping no stack and judging no call, and records every
+// import. So padding before a payload cannot hide it: the analysis is
+// incomplete (rejected) and still names the payload. STACK_GLOBAL takes the
+// two strings pushed just before it, directly or through the memo; anything
+// else leaves its name unresolved, and an unresolved name may be any global.
+
+void Machine::SalvageImport(std::string module, std::string qualname, const std::string& after,
+                            const char* unresolved) {
+  std::string by = "walk past " + after;
+  PickleImport imp;
+  if (unresolved != nullptr) {
+    imp.module = imp.written_module = "<unresolved>";
+    imp.qualname = imp.written_qualname = "<unresolved>";
+    imp.offset = op_offset_;
+    imp.opcode = op_name_;
+    imp.resolved_by = by;
+    imp.stream = static_cast<uint32_t>(stream_index_);
+    imp.safety = GlobalClass::kCritical;
+    imp.reason = std::string(unresolved) + " past " + after + ", so it may import any global";
+  } else {
+    imp = Classify(std::move(module), std::move(qualname), by, false);
+    if (imp.nesting) {  // its argument is not scanned past a limit
+      imp.safety = GlobalClass::kUnknown;
+      imp.nesting = false;
+      imp.reason = "loads a nested pickle that is not scanned past " + after;
+    }
+  }
+  rec_->Import(std::move(imp));
+}
+
+void Machine::Salvage(ByteReader& r, const std::string& after, uint64_t streams, bool own_memo) {
+  struct Item {
+    bool str = false;
+    std::string_view text;
+  };
+  auto as_text = [](std::span<const uint8_t> b) {
+    return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  Item last[2];  // the two most recent pushes, last[1] the newest
+  auto push = [&](Item it) {
+    last[0] = last[1];
+    last[1] = it;
+  };
+  // Strings put in the memo, as views into the input; the machine's own
+  // memo holds what the stream memoized before the limit.
+  std::unordered_map<uint64_t, std::string_view> memo;
+  bool machine_memo = own_memo;
+  uint64_t memoized = own_memo ? memo_.size() : 0;
+  auto get = [&](uint64_t idx) {
+    if (auto it = memo.find(idx); it != memo.end()) return Item{true, it->second};
+    if (machine_memo) {
+      if (auto it = memo_.find(idx); it != memo_.end() && it->second->kind == VKind::kStr &&
+                                     !it->second->truncated) {
+        return Item{true, it->second->text()};
+      }
+    }
+    return Item{};
+  };
+  auto put = [&](uint64_t idx) {
+    if (!last[1].str) {
+      memo.erase(idx);
+    } else if (memo.size() < lim_.max_memo_entries || memo.count(idx) != 0) {
+      memo[idx] = last[1].text;
+    }
+  };
+  uint64_t stops = 0;
+  while (!r.empty() && stops < streams) {
+    op_offset_ = r.offset();
+    const pi::Opcode* info = pi::FindOpcode(r.U8().value());
+    if (info == nullptr) return;
+    op_name_ = info->name;
+    pi::OpcodeArgs a;
+    if (!pi::ReadOpcodeArgs(*info, r, &a)) return;
+    auto uint_arg = [&] {
+      uint64_t v = 0;
+      for (size_t i = a.first.size(); i > 0; --i) v = (v << 8) | a.first[i - 1];
+      return v;
+    };
+    std::string_view t = as_text(a.first);
+    switch (info->code) {
+      case 'c':
+      case 'i':
+        SalvageImport(std::string(t), std::string(as_text(a.second)), after, nullptr);
+        push({});
+        break;
+      case 0x93:
+        if (last[0].str && last[1].str) {
+          SalvageImport(std::string(last[0].text), std::string(last[1].text), after, nullptr);
+        } else {
+          SalvageImport("", "", after, "STACK_GLOBAL's operands are not two known strings");
+        }
+        push({});
+        break;
+      case 0x82:
+      case 0x83:
+      case 0x84:
+        rec_->Import(ExtImport(static_cast<int64_t>(uint_arg())));
+        push({});
+        break;
+      case 'X': case 0x8c: case 0x8d: case 'T': case 'U':
+        push({true, t});
+        break;
+      case 'S':  // quoted; only escape-free text is taken as is
+      case 'V':
+        if (info->code == 'S' && t.size() >= 2) t = t.substr(1, t.size() - 2);
+        push(t.find('\\') == std::string_view::npos ? Item{true, t} : Item{});
+        break;
+      case 'h': case 'j': push(get(uint_arg())); break;
+      case 'g': {
+        pi::IntParse i = pi::CMemoIndex(t);
+        push(i.ok && i.fits && i.value >= 0 ? get(static_cast<uint64_t>(i.value)) : Item{});
+        break;
+      }
+      case 'q': case 'r': put(uint_arg()); break;
+      case 'p': {
+        pi::IntParse i = pi::CMemoIndex(t);
+        if (i.ok && i.fits && i.value >= 0) put(static_cast<uint64_t>(i.value));
+        break;
+      }
+      case 0x94: put(memoized++); break;
+      case '0': last[1] = last[0]; last[0] = Item{}; break;
+      case 0x80: case 0x95: case '(': break;
+      case '.':
+        ++stops;
+        memo.clear();
+        machine_memo = false;
+        memoized = 0;
+        last[0] = last[1] = Item{};
+        break;
+      default: push({}); break;
+    }
+  }
 }
 
 void Machine::RunStreams(std::span<const uint8_t> bytes, uint64_t base, uint64_t stream_cap,
@@ -425,12 +484,16 @@ void Machine::RunStreams(std::span<const uint8_t> bytes, uint64_t base, uint64_t
   uint64_t count = 0;
   do {
     if (count == stream_cap) {
+      // Nested (torch's legacy format): what follows its pickles is storage
+      // data, not opcodes.
       if (depth_ == 0) {
         op_name_ = "";
         op_offset_ = r.offset();
         Anomaly(PickleAnomalyKind::kLimit, core::Severity::kHigh, r.offset(),
-                "max_streams (" + U64(stream_cap) + ") reached; " + U64(r.remaining()) +
-                    " more bytes are not analyzed");
+                "max_streams (" + U64(stream_cap) + ") reached; the " + U64(r.remaining()) +
+                    " more bytes are only walked for imports",
+                "max_streams");
+        Salvage(r, "max_streams", UINT64_MAX, false);
       }
       return;
     }
@@ -438,7 +501,7 @@ void Machine::RunStreams(std::span<const uint8_t> bytes, uint64_t base, uint64_t
            anomalies_before = out_->anomalies.size(), streams_before = out_->streams.size();
     uint64_t start = r.offset();
     bool proto_start = r.remaining() >= 2 && r.Peek(2)[0] == 0x80 && r.Peek(2)[1] <= kHighestProtocol;
-    bool complete = RunOne(r);
+    bool complete = RunOne(r, stream_cap - count - 1);
     ++count;
     if (!complete && count > 1 && !proto_start && out_->imports.size() == imports_before &&
         out_->calls.size() == calls_before) {
@@ -458,7 +521,7 @@ void Machine::RunStreams(std::span<const uint8_t> bytes, uint64_t base, uint64_t
   } while (!r.empty());
 }
 
-bool Machine::RunOne(ByteReader& r) {
+bool Machine::RunOne(ByteReader& r, uint64_t streams_after) {
   ResetStream();
   PickleStream st;
   st.offset = r.offset();
@@ -474,29 +537,29 @@ bool Machine::RunOne(ByteReader& r) {
       size_t op_pos = r.pos();
       PickleStream& s = out_->streams[stream_index_];
       if (s.opcode_count == lim_.max_opcodes) {
-        LimitHit("max_opcodes (" + U64(lim_.max_opcodes) + ")");
+        LimitHit("max_opcodes", lim_.max_opcodes);
       }
       auto b = r.U8();
       if (!b.ok()) Fail("ran out of input: no STOP");
       uint8_t op = b.value();
-      OpInfo info = Info(op);
-      if (info.name == nullptr) {
+      const pi::Opcode* info = pi::FindOpcode(op);
+      if (info == nullptr) {
         op_name_ = "";
         char buf[8];
         std::snprintf(buf, sizeof buf, "\\x%02x", op);
         Fail(std::string("invalid load key '") + buf + "'");
       }
-      op_name_ = info.name;
+      op_name_ = info->name;
       ++out_->streams[stream_index_].opcode_count;
-      if (info.proto > out_->streams[stream_index_].max_opcode_protocol) {
-        out_->streams[stream_index_].max_opcode_protocol = info.proto;
+      if (info->protocol > out_->streams[stream_index_].max_opcode_protocol) {
+        out_->streams[stream_index_].max_opcode_protocol = info->protocol;
       }
       // A PROTO header that lies: an opcode newer than the declared
       // protocol (or than 1 with no PROTO at all).
-      if (op != 0x80 && !lie_reported_ && info.proto >= 2 && info.proto > proto_) {
+      if (op != 0x80 && !lie_reported_ && info->protocol >= 2 && info->protocol > proto_) {
         lie_reported_ = true;
         Anomaly(PickleAnomalyKind::kDisagreement, core::Severity::kHigh, op_offset_,
-                std::string(info.name) + " is a protocol " + std::to_string(info.proto) +
+                std::string(info->name) + " is a protocol " + std::to_string(info->protocol) +
                     " opcode but the stream " +
                     (saw_proto_ ? "declares protocol " + std::to_string(proto_)
                                 : std::string("has no PROTO")));
@@ -507,7 +570,7 @@ bool Machine::RunOne(ByteReader& r) {
         if (op_pos < frame_end_ && r.pos() > frame_end_ && !straddle_reported_) {
           straddle_reported_ = true;
           Anomaly(PickleAnomalyKind::kDisagreement, core::Severity::kHigh, op_offset_,
-                  std::string(info.name) + " straddles the FRAME boundary at " +
+                  std::string(info->name) + " straddles the FRAME boundary at " +
                       U64(op_offset_ - op_pos + frame_end_) +
                       " (the C unpickler reads on, pickle.py raises)");
         }
@@ -521,6 +584,7 @@ bool Machine::RunOne(ByteReader& r) {
   } catch (const Stop&) {
     complete = false;
   }
+  if (salvage_) Salvage(r, out_->streams[stream_index_].error.substr(7), streams_after + 1, true);
   PickleStream& s = out_->streams[stream_index_];
   s.protocol = proto_;
   s.complete = complete;
@@ -567,7 +631,7 @@ uint64_t Machine::ReadUint(ByteReader& r, int width) {
 
 void Machine::Push(Ref v) {
   if (stack_.size() + marks_.size() >= lim_.max_stack_depth) {
-    LimitHit("max_stack_depth (" + U64(lim_.max_stack_depth) + ")");
+    LimitHit("max_stack_depth", lim_.max_stack_depth);
   }
   stack_.push_back(std::move(v));
 }
@@ -629,7 +693,8 @@ Ref Machine::MakeOwnedText(VKind k, std::string text, uint64_t offset) {
       string_limit_reported_ = true;
       Anomaly(PickleAnomalyKind::kLimit, core::Severity::kHigh, op_offset_,
               "max_string_bytes (" + U64(lim_.max_string_bytes) + ") of decoded text reached at " +
-                  op_name_ + "; longer strings are cut");
+                  op_name_ + "; longer strings are cut",
+              "max_string_bytes");
     }
   }
   string_bytes_ += text.size();
@@ -708,7 +773,7 @@ void Machine::MemoPut(uint64_t idx, const Ref& v) {
     return;
   }
   if (memo_.size() >= lim_.max_memo_entries) {
-    LimitHit("max_memo_entries (" + U64(lim_.max_memo_entries) + ")");
+    LimitHit("max_memo_entries", lim_.max_memo_entries);
   }
   memo_.emplace(idx, v);
 }
@@ -719,28 +784,34 @@ void Machine::MemoGet(uint64_t idx) {
   Push(it->second);
 }
 
-// FindClass mirrors Unpickler.find_class: the Python 2 mapping when
-// proto < 3 (fix_imports), then import + getattr (dotted walk in proto 4+).
-void Machine::FindClass(std::string module, std::string qualname, const std::string& resolved_by,
-                        bool truncated) {
+// Classify fills the import record of `module`.`qualname` as find_class
+// would resolve it: the Python 2 mapping when proto < 3 (fix_imports), the
+// allowlist (with the policy's extra globals and the TorchScript helpers in
+// a TorchScript member), and what can no longer be trusted: a name cut at a
+// limit may be any global.
+PickleImport Machine::Classify(std::string module, std::string qualname,
+                               const std::string& resolved_by, bool truncated) {
   PickleImport imp;
+  if (module.size() > lim_.max_name_bytes || qualname.size() > lim_.max_name_bytes) {
+    Anomaly(PickleAnomalyKind::kLimit, core::Severity::kHigh, op_offset_,
+            std::string(op_name_) + " imports a name longer than max_name_bytes (" +
+                U64(lim_.max_name_bytes) + "); it is judged as any global",
+            "max_name_bytes");
+    module.resize(std::min<size_t>(module.size(), lim_.max_name_bytes));
+    qualname.resize(std::min<size_t>(qualname.size(), lim_.max_name_bytes));
+    truncated = true;
+  }
   imp.written_module = module;
   imp.written_qualname = qualname;
-  if (proto_ < 3 && pi::MapPy2Name(&module, &qualname)) {
-    imp.py2_mapped = true;
-    Anomaly(PickleAnomalyKind::kPy2Mapping, core::Severity::kInfo, op_offset_,
-            std::string(op_name_) + " " + Quoted(imp.written_module + "." + imp.written_qualname) +
-                " is imported as " + Quoted(module + "." + qualname) +
-                " (Python 2 name mapping, protocol " + std::to_string(proto_) + ")");
-  }
-  imp.module = module;
-  imp.qualname = qualname;
+  if (proto_ < 3 && pi::MapPy2Name(&module, &qualname)) imp.py2_mapped = true;
+  imp.module = std::move(module);
+  imp.qualname = std::move(qualname);
   imp.offset = op_offset_;
   imp.opcode = op_name_;
   imp.resolved_by = resolved_by;
   imp.name_truncated = truncated;
   imp.stream = static_cast<uint32_t>(stream_index_);
-  imp.safety = ClassifyGlobal(module, qualname, &imp.reason);
+  imp.safety = ClassifyGlobal(imp.module, imp.qualname, &imp.reason);
   if (imp.py2_mapped) {  // the written name counts too
     std::string why;
     if (ClassifyGlobal(imp.written_module, imp.written_qualname, &why) == GlobalClass::kCritical &&
@@ -749,38 +820,51 @@ void Machine::FindClass(std::string module, std::string qualname, const std::str
       imp.reason = why;
     }
   }
+  if (opt_.torchscript && imp.safety != GlobalClass::kSafe &&
+      pi::IsTorchScriptHelper(imp.module, imp.qualname)) {
+    imp.safety = GlobalClass::kSafe;
+    imp.reason.clear();
+  }
   if (imp.safety == GlobalClass::kUnknown) {
     for (const auto& [m, q] : opt_.extra_safe_globals) {
-      if (m == module && q == qualname) {
+      if (m == imp.module && q == imp.qualname) {
         imp.safety = GlobalClass::kSafe;
         imp.reason.clear();
       }
     }
   }
-  if (truncated && imp.safety == GlobalClass::kSafe) {
-    imp.safety = GlobalClass::kUnknown;
-    imp.reason = "name was cut at max_string_bytes";
+  if (truncated) {
+    imp.safety = GlobalClass::kCritical;
+    imp.reason = "its name was cut at max_string_bytes or max_name_bytes, so it may be any global";
   }
-  imp.nesting = imp.safety == GlobalClass::kSafe && pi::IsNestingLoader(module, qualname);
-  if (module.empty()) Fail("Empty module name");
+  imp.nesting = imp.safety == GlobalClass::kSafe && pi::IsNestingLoader(imp.module, imp.qualname);
+  return imp;
+}
+
+// FindClass mirrors Unpickler.find_class: import + getattr (a dotted walk
+// in proto 4+) of the classified name.
+void Machine::FindClass(std::string module, std::string qualname, const std::string& resolved_by,
+                        bool truncated) {
+  if (module.empty() && !truncated) Fail("Empty module name");
+  PickleImport imp = Classify(std::move(module), std::move(qualname), resolved_by, truncated);
+  if (imp.py2_mapped) {
+    Anomaly(PickleAnomalyKind::kPy2Mapping, core::Severity::kInfo, op_offset_,
+            std::string(op_name_) + " " + Quoted(imp.written_module + "." + imp.written_qualname) +
+                " is imported as " + Quoted(imp.FullName()) + " (Python 2 name mapping, protocol " +
+                std::to_string(proto_) + ")");
+  }
   Ref v = Make(VKind::kGlobal);
-  v->x().module = std::move(module);
-  v->x().qualname = std::move(qualname);
+  v->x().module = imp.module;
+  v->x().qualname = imp.qualname;
   v->safety = imp.safety;
-  if (RecordRoom()) {
-    v->import_index = static_cast<int64_t>(out_->imports.size());
-    out_->imports.push_back(std::move(imp));
-  }
+  v->import_index = rec_->Import(std::move(imp));
   Push(std::move(v));
 }
 
-// Extension mirrors load_extension: code <= 0 is an error; any other code
-// is looked up in copyreg's registry (empty in CPython unless the loading
-// program registered codes), so what it imports cannot be known statically.
-void Machine::Extension(uint64_t code_bits) {
-  int64_t code = static_cast<int64_t>(code_bits);
-  if (std::strcmp(op_name_, "EXT4") == 0) code = static_cast<int32_t>(static_cast<uint32_t>(code_bits));
-  if (code <= 0) Fail("EXT specifies code <= 0");
+// ExtImport is the record of EXT1/2/4 `code`: load_extension looks it up
+// in copyreg's registry (empty in CPython unless the loading program
+// registered codes), so what it imports cannot be known statically.
+PickleImport Machine::ExtImport(int64_t code) {
   PickleImport imp;
   imp.module = imp.written_module = "copyreg";
   imp.qualname = imp.written_qualname = "<ext code " + std::to_string(code) + ">";
@@ -792,30 +876,37 @@ void Machine::Extension(uint64_t code_bits) {
                " imports whatever the loading process registered (CPython registers none)";
   imp.ext_code = true;
   imp.stream = static_cast<uint32_t>(stream_index_);
+  return imp;
+}
+
+// Extension mirrors load_extension: code <= 0 is an error.
+void Machine::Extension(uint64_t code_bits) {
+  int64_t code = static_cast<int64_t>(code_bits);
+  if (std::strcmp(op_name_, "EXT4") == 0) code = static_cast<int32_t>(static_cast<uint32_t>(code_bits));
+  if (code <= 0) Fail("EXT specifies code <= 0");
+  PickleImport imp = ExtImport(code);
   Ref v = Make(VKind::kGlobal);
   v->x().module = imp.module;
   v->x().qualname = imp.qualname;
   v->safety = GlobalClass::kCritical;
-  if (RecordRoom()) {
-    v->import_index = static_cast<int64_t>(out_->imports.size());
-    out_->imports.push_back(std::move(imp));
-  }
+  v->import_index = rec_->Import(std::move(imp));
   Push(std::move(v));
 }
 
 void Machine::RecordCall(std::string callee, int64_t import_index, bool allowed, bool flagged,
                          std::string reason) {
+  std::string key;
   if (allowed && !flagged) {
-    std::string key = std::string(op_name_) + "\n" + callee;
+    key = std::string(op_name_) + "\n" + callee;
     auto it = allowed_calls_.find(key);
     if (it != allowed_calls_.end()) {
       ++out_->calls[it->second].count;
       return;
     }
-    if (!RecordRoom()) return;
-    allowed_calls_.emplace(std::move(key), out_->calls.size());
-  } else if (!RecordRoom()) {
-    return;
+    if (rec_->Full()) {  // a new allowed call past max_records: counted
+      rec_->CountFolded();
+      return;
+    }
   }
   PickleCall c;
   c.opcode = op_name_;
@@ -826,7 +917,8 @@ void Machine::RecordCall(std::string callee, int64_t import_index, bool allowed,
   c.flagged = flagged;
   c.reason = std::move(reason);
   c.stream = static_cast<uint32_t>(stream_index_);
-  out_->calls.push_back(std::move(c));
+  int64_t at = rec_->Call(std::move(c));
+  if (!key.empty() && at >= 0) allowed_calls_.emplace(std::move(key), static_cast<size_t>(at));
 }
 
 // Call covers REDUCE, NEWOBJ(_EX), OBJ and INST: `callee` is called with
@@ -898,18 +990,30 @@ void Machine::Nested(const Ref& arg) {
   uint64_t at = op_offset_;
   if (arg->truncated) {
     Anomaly(PickleAnomalyKind::kLimit, core::Severity::kHigh, at,
-            "nested pickle argument was cut at max_string_bytes; not fully analyzed");
+            "nested pickle argument was cut at max_string_bytes; not fully analyzed",
+            "max_string_bytes");
   }
+  std::span<const uint8_t> nested(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+  const uint64_t nested_base = arg->data_offset == kNoOffset ? at : arg->data_offset;
   if (depth_ + 1 > lim_.max_nesting) {
     Anomaly(PickleAnomalyKind::kLimit, core::Severity::kHigh, at,
             "max_nesting (" + U64(lim_.max_nesting) + ") reached: nested pickle at " +
-                U64(arg->data_offset) + " is not analyzed");
+                U64(arg->data_offset) + " is only walked for imports",
+            "max_nesting");
+    const size_t saved_stream = stream_index_;
+    const char* saved_op = op_name_;
+    ByteReader nr(nested, nested_base);
+    Salvage(nr, "max_nesting", kNestedStreams, false);
+    stream_index_ = saved_stream;
+    op_name_ = saved_op;
+    op_offset_ = at;
     return;
   }
   if (data.size() >= 4 && data.substr(0, 4) == std::string_view("PK\x03\x04", 4)) {
     Anomaly(PickleAnomalyKind::kNested, core::Severity::kHigh, at,
             "torch.storage._load_from_bytes loads a zip archive (at " + U64(arg->data_offset) +
                 ") that the pickle machine does not open");
+    rec_->Incomplete("a nested zip archive (torch.storage._load_from_bytes) is not opened");
     return;
   }
   Anomaly(PickleAnomalyKind::kNested, core::Severity::kInfo, at,
@@ -918,9 +1022,8 @@ void Machine::Nested(const Ref& arg) {
   size_t saved_stream = stream_index_;
   const char* saved_op = op_name_;
   uint64_t saved_offset = op_offset_;
-  Machine inner(opt_, out_, depth_ + 1, at, false);
-  inner.RunStreams({reinterpret_cast<const uint8_t*>(data.data()), data.size()},
-                   arg->data_offset == kNoOffset ? at : arg->data_offset, kNestedStreams, false);
+  Machine inner(opt_, out_, rec_, depth_ + 1, at, false);
+  inner.RunStreams(nested, nested_base, kNestedStreams, false);
   stream_index_ = saved_stream;
   op_name_ = saved_op;
   op_offset_ = saved_offset;
@@ -1367,12 +1470,12 @@ void Machine::JoblibRead(ByteReader& r, Value& wrapper) {
     // pickle.load(unpickler.file_handle): the C unpickler on the same file,
     // which it leaves just past the nested STOP.
     if (depth_ + 1 > lim_.max_nesting) {
-      LimitHit("max_nesting (" + U64(lim_.max_nesting) + ") at a joblib object array");
+      LimitHit("max_nesting", lim_.max_nesting, " at a joblib object array");
     }
     const uint64_t at = r.offset();
     const size_t inner_index = out_->streams.size();
     const size_t saved_stream = stream_index_;
-    Machine inner(opt_, out_, depth_ + 1, build_offset, false);
+    Machine inner(opt_, out_, rec_, depth_ + 1, build_offset, false);
     inner.RunStreams(r.Peek(r.remaining()), at, 1, false);
     stream_index_ = saved_stream;
     op_name_ = "BUILD";
@@ -1408,7 +1511,7 @@ void Machine::JoblibRead(ByteReader& r, Value& wrapper) {
     Take(r, n);
     rec.data_bytes = n;
   }
-  if (RecordRoom()) out_->arrays.push_back(rec);
+  rec_->Array(rec);
   Ref array = Make(VKind::kResult);  // the wrapper's place: the array it read
   array->x().callee = "joblib.numpy_pickle.NumpyArrayWrapper.read";
   array->callee_safe = true;
@@ -1434,7 +1537,7 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
   switch (op) {
     case '(':  // MARK
       if (stack_.size() + marks_.size() >= lim_.max_stack_depth) {
-        LimitHit("max_stack_depth (" + U64(lim_.max_stack_depth) + ")");
+        LimitHit("max_stack_depth", lim_.max_stack_depth);
       }
       marks_.push_back(stack_.size());
       return;
@@ -1742,11 +1845,6 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
 
 }  // namespace
 
-std::string_view PickleOpcodeName(uint8_t op) {
-  const char* n = Info(op).name;
-  return n == nullptr ? std::string_view() : std::string_view(n);
-}
-
 namespace {
 
 // MergePlainView adds to `out` (the joblib view) what `plain` (the same
@@ -1756,21 +1854,8 @@ namespace {
 // joblib reads as array data.
 void MergePlainView(const PickleAnalysis& plain, uint64_t from, const PickleLimits& lim,
                     PickleAnalysis* out) {
-  auto room = [&] {
-    size_t n = out->imports.size() + out->calls.size() + out->anomalies.size() + out->arrays.size();
-    if (n < lim.max_records) return true;
-    ++out->records_dropped;
-    if (!out->limit_hit) {
-      out->limit_hit = true;
-      PickleAnomaly a;
-      a.kind = PickleAnomalyKind::kLimit;
-      a.offset = from;
-      a.message = "more than max_records (" + std::to_string(lim.max_records) +
-                  ") imports, calls and anomalies; the rest are not listed";
-      out->anomalies.push_back(std::move(a));
-    }
-    return false;
-  };
+  pi::Recorder rec(out, lim);
+  if (plain.incomplete) rec.Incomplete("pickle.load's reading: " + plain.incomplete_reason);
   auto stream_at = [&](uint64_t offset) {
     uint32_t best = 0;
     for (size_t i = 0; i < out->streams.size(); ++i) {
@@ -1793,34 +1878,33 @@ void MergePlainView(const PickleAnalysis& plain, uint64_t from, const PickleLimi
   for (size_t k = 0; k < plain.imports.size(); ++k) {
     PickleImport imp = plain.imports[k];
     if (imp.offset < from || imp.safety == GlobalClass::kSafe) continue;
-    if (!seen.emplace(imp.offset, imp.opcode, imp.FullName()).second || !room()) continue;
+    if (!seen.emplace(imp.offset, imp.opcode, imp.FullName()).second) continue;
     note(imp.offset, imp.opcode + " at " + std::to_string(imp.offset) + " imports " + Quoted(imp.FullName()));
     imp.stream = stream_at(imp.offset);
-    remap[k] = static_cast<int64_t>(out->imports.size());
-    out->imports.push_back(std::move(imp));
+    remap[k] = rec.Import(std::move(imp));
   }
   for (const PickleCall& pc : plain.calls) {
     if (pc.offset < from || pc.allowed) continue;
-    if (!seen.emplace(pc.offset, pc.opcode, pc.callee).second || !room()) continue;
+    if (!seen.emplace(pc.offset, pc.opcode, pc.callee).second) continue;
     PickleCall c = pc;
     note(c.offset, c.opcode + " at " + std::to_string(c.offset) + " calls " + Quoted(c.callee));
     c.import_index = c.import_index >= 0 ? remap[static_cast<size_t>(c.import_index)] : -1;
     c.stream = stream_at(c.offset);
-    out->calls.push_back(std::move(c));
+    rec.Call(std::move(c));
   }
   for (const PickleAnomaly& pa : plain.anomalies) {
     // What the plain view could not judge (limits, nested archives) counts;
     // that it breaks on array bytes does not.
     if (pa.offset == core::kNoOffset || pa.offset < from || pa.severity > core::Severity::kHigh ||
-        (pa.kind != PickleAnomalyKind::kLimit && pa.kind != PickleAnomalyKind::kNested) || !room()) {
+        (pa.kind != PickleAnomalyKind::kLimit && pa.kind != PickleAnomalyKind::kNested)) {
       continue;
     }
     PickleAnomaly a = pa;
     note(a.offset, a.message);
     a.stream = stream_at(a.offset);
-    out->anomalies.push_back(std::move(a));
+    rec.Anomaly(std::move(a));
   }
-  if (first_at != core::kNoOffset && room()) {
+  if (first_at != core::kNoOffset) {
     PickleAnomaly a;
     a.kind = PickleAnomalyKind::kDisagreement;
     a.severity = core::Severity::kHigh;
@@ -1828,7 +1912,7 @@ void MergePlainView(const PickleAnalysis& plain, uint64_t from, const PickleLimi
     a.message = "joblib.load reads the bytes from " + std::to_string(from) +
                 " on as array data, but pickle.load and other unpicklers read them as opcodes: " + first;
     a.stream = stream_at(first_at);
-    out->anomalies.push_back(std::move(a));
+    rec.Anomaly(std::move(a));
   }
 }
 
@@ -1837,11 +1921,13 @@ void MergePlainView(const PickleAnalysis& plain, uint64_t from, const PickleLimi
 PickleAnalysis AnalyzePickle(std::span<const uint8_t> bytes, const PickleOptions& options,
                              uint64_t base_offset) {
   PickleAnalysis out;
-  Machine m(options, &out, 0, core::kNoOffset, true);
+  pi::Recorder rec(&out, options.limits);
+  Machine m(options, &out, &rec, 0, core::kNoOffset, true);
   m.RunStreams(bytes, base_offset, options.limits.max_streams, true);
   if (m.joblib_divergence() == core::kNoOffset) return out;
   PickleAnalysis plain;
-  Machine p(options, &plain, 0, core::kNoOffset, false);
+  pi::Recorder plain_rec(&plain, options.limits);
+  Machine p(options, &plain, &plain_rec, 0, core::kNoOffset, false);
   p.RunStreams(bytes, base_offset, options.limits.max_streams, true);
   MergePlainView(plain, m.joblib_divergence(), options.limits, &out);
   return out;

@@ -276,6 +276,17 @@ bool IsNestingLoader(std::string_view module, std::string_view qualname) {
   return module == "torch.storage" && qualname == "_load_from_bytes";
 }
 
+bool IsTorchScriptHelper(std::string_view module, std::string_view qualname) {
+  // torch/jit/_pickle.py; unpickler.cpp readGlobal handles exactly these
+  // (build_tensor_from_id only with a tensor table: constants.pkl).
+  static constexpr const char* kJitPickle[] = {
+      "build_intlist", "build_tensorlist", "build_doublelist", "build_boollist",
+      "build_tensor_from_id", "restore_type_tag"};
+  if (module != "torch.jit._pickle") return false;
+  return std::any_of(std::begin(kJitPickle), std::end(kJitPickle),
+                     [&](const char* n) { return qualname == n; });
+}
+
 bool IsCallableArgRebuild(std::string_view module, std::string_view qualname) {
   return (module == "torch._tensor" || module == "torch.tensor") &&
          qualname == "_rebuild_from_type_v2";

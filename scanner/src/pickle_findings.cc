@@ -19,10 +19,11 @@ struct Folded {
   uint64_t count = 0;
 };
 
-void Fold(std::map<std::string, Folded>* into, const std::string& key, Finding f) {
+void Fold(std::map<std::string, Folded>* into, const std::string& key, Finding f,
+          uint64_t count = 1) {
   auto [it, inserted] = into->try_emplace(key);
   if (inserted) it->second.finding = std::move(f);
-  ++it->second.count;
+  it->second.count += count;
 }
 
 std::string_view AnomalyId(PickleAnomalyKind k) {
@@ -87,7 +88,7 @@ std::vector<Finding> PickleFindings(const PickleAnalysis& a) {
                   ": unknown import; needs review";
     }
     if (auto it = called_by.find(i); it != called_by.end()) f.message += it->second;
-    Fold(&folded, f.id + "\n" + imp.FullName(), std::move(f));
+    Fold(&folded, f.id + "\n" + imp.FullName(), std::move(f), imp.count);
   }
   for (const PickleCall& c : a.calls) {
     if (!c.flagged) continue;
@@ -99,7 +100,7 @@ std::vector<Finding> PickleFindings(const PickleAnalysis& a) {
     f.global = c.callee;
     f.message = c.opcode + " at " + std::to_string(c.offset) + " calls " + Quoted(c.callee) + ": " +
                 c.reason;
-    Fold(&folded, f.id + "\n" + c.opcode + "\n" + c.callee, std::move(f));
+    Fold(&folded, f.id + "\n" + c.opcode + "\n" + c.callee, std::move(f), c.count);
   }
   for (const PickleAnomaly& an : a.anomalies) {
     Finding f;
@@ -110,7 +111,23 @@ std::vector<Finding> PickleFindings(const PickleAnalysis& a) {
     f.message = an.message;
     // Python 2 renames are facts, not problems: one finding says how many.
     std::string key = an.kind == PickleAnomalyKind::kPy2Mapping ? f.id : f.id + "\n" + an.message;
-    Fold(&folded, key, std::move(f));
+    if (an.kind == PickleAnomalyKind::kLimit && an.limit == "max_records") {
+      f.message += "; " + std::to_string(a.records_folded) + " record(s) folded, " +
+                   std::to_string(a.records_dropped) + " dropped";
+    }
+    Fold(&folded, key, std::move(f), an.count);
+  }
+  // An incomplete analysis always says why, naming the limit or construct.
+  bool limit_listed = std::any_of(a.anomalies.begin(), a.anomalies.end(), [](const PickleAnomaly& an) {
+    return an.kind == PickleAnomalyKind::kLimit;
+  });
+  if (a.incomplete && !limit_listed) {
+    Finding f;
+    f.id = "MG-PK-LIMIT";
+    f.severity = Severity::kHigh;
+    f.message = "the pickle analysis is incomplete: " + a.incomplete_reason +
+                "; what was not analyzed was not judged";
+    Fold(&folded, f.id + "\n" + f.message, std::move(f));
   }
   // Emit in a stable order: by severity, then offset, then id.
   std::vector<Finding> rest;

@@ -52,6 +52,10 @@ bool MapPy2Name(std::string* module, std::string* qualname);
 // IsNestingLoader: an allowed global whose bytes argument is itself a
 // pickle stream loaded recursively (torch.storage._load_from_bytes).
 bool IsNestingLoader(std::string_view module, std::string_view qualname);
+// IsTorchScriptHelper: a global that torch.jit.load's unpickler resolves
+// to one of its own data constructors (torch/csrc/jit/serialization/
+// unpickler.cpp): safe only in a TorchScript archive member.
+bool IsTorchScriptHelper(std::string_view module, std::string_view qualname);
 // IsCallableArgRebuild: a safe global that calls its first argument
 // (torch._tensor._rebuild_from_type_v2).
 bool IsCallableArgRebuild(std::string_view module, std::string_view qualname);

@@ -215,11 +215,16 @@ TEST_CASE("max_records at N and N+1", "[pickle][limits]") {
   auto at = Analyze(b, o);
   CHECK(at.imports.size() == 2);
   CHECK_FALSE(at.limit_hit);
+  CHECK_FALSE(at.incomplete);
   o.limits.max_records = 1;
   auto past = Analyze(b, o);
-  CHECK(past.imports.size() == 1);
+  // Past the cap a distinct unknown import is still listed (a limit never
+  // drops what it protects) and the analysis says it is incomplete.
+  CHECK(past.imports.size() == 2);
   CHECK(past.limit_hit);
-  CHECK(past.records_dropped == 1);
+  CHECK(past.incomplete);
+  CHECK(past.records_dropped == 0);
+  CHECK(CountId(sc::PickleFindings(past), "MG-PK-UNKNOWN-IMPORT") == 2);
 }
 
 TEST_CASE("findings: stable ids, folded repeats, opcode names", "[pickle][findings]") {

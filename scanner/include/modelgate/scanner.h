@@ -77,8 +77,12 @@ Finding FindingFromError(const core::Error& e);
 namespace modelgate::scanner {
 
 // PickleLimits bound the work and memory of one analysis. Each has tests at
-// N and N+1; hitting one stops the stream it was hit in and is reported as
-// MG-PK-LIMIT (high): the file was not fully judged.
+// N and N+1; hitting one is reported as MG-PK-LIMIT (high) naming it and
+// makes the analysis `incomplete` (the file was not fully judged: the scan
+// rejects it whatever failOn says). A limit never discards a finding more
+// severe than those kept: past the opcode, stack and memo limits the rest of
+// the input is still walked opcode by opcode for imports, and past
+// max_records only safe records and repeats are folded away.
 struct PickleLimits {
   // Opcodes executed per stream (a torch state dict needs ~30 per tensor).
   uint64_t max_opcodes = 100'000'000;
@@ -95,8 +99,17 @@ struct PickleLimits {
   uint64_t max_nesting = 4;
   // Pickle streams per input (torch's legacy format has five).
   uint64_t max_streams = 64;
-  // Imports, calls and anomalies recorded per input.
+  // Imports, calls and anomalies recorded per input. Past it, safe imports,
+  // allowed calls and low anomalies are only counted (records_folded) and a
+  // repeat of a kept high or critical record adds to its count.
   uint64_t max_records = 100'000;
+  // Distinct high or critical records kept past max_records (each a
+  // different global, call or anomaly). Past it they are dropped
+  // (records_dropped) unless more severe than every record kept.
+  uint64_t max_flagged_records = 10'000;
+  // Bytes of one imported module or qualname: no importable name is this
+  // long, and each import record keeps a copy.
+  uint64_t max_name_bytes = 4096;
 };
 
 // GlobalClass is what an imported global is allowed to be.
@@ -128,6 +141,8 @@ struct PickleImport {
   bool name_truncated = false;  // name longer than max_string_bytes allowed
   bool nesting = false;         // an allowed loader whose argument is scanned
   uint32_t stream = 0;          // index into PickleAnalysis::streams
+  // Imports of this name folded into this record past max_records.
+  uint64_t count = 1;
   std::string FullName() const { return module + "." + qualname; }
 };
 
@@ -166,6 +181,9 @@ struct PickleAnomaly {
   std::string opcode;   // the opcode at `offset`, "" if none
   std::string message;  // untrusted parts already Quoted
   uint32_t stream = 0;
+  // kLimit: the limit's name ("max_opcodes", "max_records", ...).
+  std::string limit;
+  uint64_t count = 1;  // repeats folded into this record past max_records
 };
 
 // PickleStream is one pickle (PROTO...STOP) in the input.
@@ -205,8 +223,15 @@ struct PickleAnalysis {
   std::vector<PickleAnomaly> anomalies;
   // joblib arrays, in file order; they count towards max_records.
   std::vector<PickleArray> arrays;
-  bool limit_hit = false;
-  uint64_t records_dropped = 0;  // records beyond max_records
+  bool limit_hit = false;         // some MG-PK-LIMIT anomaly was recorded
+  // incomplete: the analysis did not judge everything a loader would run
+  // (a limit stopped or cut it, records were folded away past max_records,
+  // or a nested archive was not opened). The scan must reject the file
+  // whatever failOn says; `incomplete_reason` names the first cause.
+  bool incomplete = false;
+  std::string incomplete_reason;
+  uint64_t records_folded = 0;   // safe records and repeats only counted past max_records
+  uint64_t records_dropped = 0;  // distinct flagged records past max_flagged_records
 };
 
 struct PickleOptions {
@@ -214,6 +239,11 @@ struct PickleOptions {
   // Extra exact (module, qualname) pairs treated as safe (a policy's
   // extraAllowedGlobals). A critical global stays critical.
   std::vector<std::pair<std::string, std::string>> extra_safe_globals;
+  // torchscript: the stream is a member of a TorchScript archive (a zip
+  // with a code/ directory: data.pkl, constants.pkl, *.debug_pkl), read by
+  // torch.jit.load's own unpickler, whose helpers (torch.jit._pickle.*) are
+  // data constructors there. Elsewhere they stay critical.
+  bool torchscript = false;
 };
 
 // AnalyzePickle runs the pickle machine over `bytes`, which start at
@@ -233,8 +263,9 @@ PickleAnalysis AnalyzePickle(std::span<const uint8_t> bytes, const PickleOptions
 // MG-PK-PICKLE-FORMAT (medium, exactly one per analyzed input),
 // MG-PK-CRITICAL-IMPORT, MG-PK-EXT-CODE, MG-PK-CALL-NOT-ALLOWED (critical),
 // MG-PK-UNKNOWN-IMPORT, MG-PK-MALFORMED, MG-PK-DISAGREEMENT, MG-PK-LIMIT
-// (high), MG-PK-NESTED-PICKLE (info..critical), MG-PK-TRAILING-DATA (low),
-// MG-PK-PY2-MAPPING (info). Repeats of one global are folded into one
+// (high, naming the limit; always present when the analysis is
+// incomplete), MG-PK-NESTED-PICKLE (info..critical), MG-PK-TRAILING-DATA
+// (low), MG-PK-PY2-MAPPING (info). Repeats of one global are folded into one
 // finding at its first offset.
 std::vector<Finding> PickleFindings(const PickleAnalysis& analysis);
 
