@@ -10,7 +10,14 @@
 namespace modelgate::core {
 
 OpenedFile::OpenedFile(OpenedFile&& o) noexcept
-    : fd(o.fd), size(o.size), dev(o.dev), ino(o.ino) {
+    : fd(o.fd),
+      size(o.size),
+      dev(o.dev),
+      ino(o.ino),
+      mtime_sec(o.mtime_sec),
+      mtime_nsec(o.mtime_nsec),
+      ctime_sec(o.ctime_sec),
+      ctime_nsec(o.ctime_nsec) {
   o.fd = -1;
 }
 
@@ -21,6 +28,10 @@ OpenedFile& OpenedFile::operator=(OpenedFile&& o) noexcept {
     size = o.size;
     dev = o.dev;
     ino = o.ino;
+    mtime_sec = o.mtime_sec;
+    mtime_nsec = o.mtime_nsec;
+    ctime_sec = o.ctime_sec;
+    ctime_nsec = o.ctime_nsec;
     o.fd = -1;
   }
   return *this;
@@ -57,7 +68,32 @@ Result<OpenedFile> OpenRegularFile(const std::string& path, bool follow_symlink)
   f.size = static_cast<uint64_t>(st.st_size);
   f.dev = static_cast<uint64_t>(st.st_dev);
   f.ino = static_cast<uint64_t>(st.st_ino);
+  f.mtime_sec = static_cast<int64_t>(st.st_mtim.tv_sec);
+  f.mtime_nsec = static_cast<int64_t>(st.st_mtim.tv_nsec);
+  f.ctime_sec = static_cast<int64_t>(st.st_ctim.tv_sec);
+  f.ctime_nsec = static_cast<int64_t>(st.st_ctim.tv_nsec);
   return f;
+}
+
+Status CheckUnchanged(const OpenedFile& file) {
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) {
+    return Error{Code::kIoRead, kNoOffset, std::string("cannot stat: ") + std::strerror(errno)};
+  }
+  std::string what;
+  auto add = [&what](const std::string& part) { what += (what.empty() ? "" : ", ") + part; };
+  if (static_cast<uint64_t>(st.st_dev) != file.dev || static_cast<uint64_t>(st.st_ino) != file.ino) {
+    add("inode");
+  }
+  if (static_cast<uint64_t>(st.st_size) != file.size) {
+    add("size " + std::to_string(file.size) + " -> " + std::to_string(st.st_size));
+  }
+  if (st.st_mtim.tv_sec != file.mtime_sec || st.st_mtim.tv_nsec != file.mtime_nsec) add("mtime");
+  // ctime also moves on chmod/chown/link: conservative, since a verdict names
+  // one unchanged inode.
+  if (st.st_ctim.tv_sec != file.ctime_sec || st.st_ctim.tv_nsec != file.ctime_nsec) add("ctime");
+  if (what.empty()) return OkStatus();
+  return Error{Code::kIoChanged, kNoOffset, "file changed while being judged (" + what + ")"};
 }
 
 Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out) {

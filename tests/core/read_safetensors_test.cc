@@ -253,3 +253,109 @@ TEST_CASE("OpenedFile closes its descriptor and moves ownership", "[core][file]"
   // Closed once, by the last owner.
   CHECK(::fcntl(fd, F_GETFD) == -1);
 }
+
+// ---- CheckUnchanged: the identity re-check before a verdict ----------------
+
+namespace {
+
+// Append adds `bytes` to the end of `path` through a second descriptor, as
+// a concurrent writer would.
+void Append(const std::string& path, const std::vector<uint8_t>& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("CheckUnchanged passes an untouched file, also after a move", "[core][file][changed]") {
+  TempDir dir;
+  std::string path = dir.Write("f.safetensors", {1, 2, 3, 4});
+  auto opened = core::OpenRegularFile(path, false);
+  MG_REQUIRE_OK(opened);
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK(opened.value().mtime_sec == st.st_mtim.tv_sec);
+  CHECK(opened.value().mtime_nsec == st.st_mtim.tv_nsec);
+  CHECK(opened.value().ctime_sec == st.st_ctim.tv_sec);
+  CHECK(opened.value().ctime_nsec == st.st_ctim.tv_nsec);
+  MG_REQUIRE_OK(core::CheckUnchanged(opened.value()));
+  core::OpenedFile moved = std::move(opened).value();
+  MG_REQUIRE_OK(core::CheckUnchanged(moved));
+  core::OpenedFile assigned;
+  assigned = std::move(moved);
+  MG_REQUIRE_OK(core::CheckUnchanged(assigned));
+}
+
+TEST_CASE("CheckUnchanged: a file written after the open is MG-IO-CHANGED", "[core][file][changed]") {
+  TempDir dir;
+  std::string path = dir.Write("f.safetensors", {1, 2, 3, 4});
+  auto opened = core::OpenRegularFile(path, false);
+  MG_REQUIRE_OK(opened);
+  Append(path, {5, 6});
+  auto r = core::CheckUnchanged(opened.value());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == core::Code::kIoChanged);
+  CHECK(core::FindingId(r.error().code) == "MG-IO-CHANGED");
+  CHECK(r.error().offset == core::kNoOffset);
+  CHECK_THAT(r.error().message, Catch::Contains("size 4 -> 6"));
+}
+
+TEST_CASE("CheckUnchanged: a touched mtime of the same size is MG-IO-CHANGED",
+          "[core][file][changed]") {
+  TempDir dir;
+  std::string path = dir.Write("f.safetensors", {1, 2, 3, 4});
+  auto opened = core::OpenRegularFile(path, false);
+  MG_REQUIRE_OK(opened);
+  // One nanosecond later than the open saw: only the nanoseconds differ.
+  struct timespec times[2];
+  times[0].tv_sec = 0;
+  times[0].tv_nsec = UTIME_OMIT;
+  times[1].tv_sec = opened.value().mtime_sec;
+  times[1].tv_nsec = (opened.value().mtime_nsec + 1) % 1'000'000'000;
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+  auto r = core::CheckUnchanged(opened.value());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == core::Code::kIoChanged);
+  CHECK_THAT(r.error().message, Catch::Contains("mtime"));
+  CHECK_THAT(r.error().message, !Catch::Contains("size"));
+}
+
+TEST_CASE("CheckUnchanged: same bytes rewritten, mtime put back, is MG-IO-CHANGED by ctime",
+          "[core][file][changed]") {
+  TempDir dir;
+  std::string path = dir.Write("f.safetensors", {1, 2, 3, 4});
+  auto opened = core::OpenRegularFile(path, false);
+  MG_REQUIRE_OK(opened);
+  // A writer that restores mtime (touch -r) cannot restore ctime. The
+  // kernel stamps ctime from a coarse clock: write again until it moved.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  struct stat st {};
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const uint8_t other[4] = {9, 9, 9, static_cast<uint8_t>(attempt)};
+    REQUIRE(::pwrite(fd, other, sizeof other, 0) == 4);
+    struct timespec times[2];
+    times[0].tv_sec = 0;
+    times[0].tv_nsec = UTIME_OMIT;
+    times[1].tv_sec = opened.value().mtime_sec;
+    times[1].tv_nsec = opened.value().mtime_nsec;
+    REQUIRE(::futimens(fd, times) == 0);
+    REQUIRE(::fstat(fd, &st) == 0);
+    if (st.st_ctim.tv_sec != opened.value().ctime_sec ||
+        st.st_ctim.tv_nsec != opened.value().ctime_nsec) {
+      break;
+    }
+    ::usleep(5000);
+  }
+  ::close(fd);
+  REQUIRE(st.st_size == 4);
+  REQUIRE(st.st_mtim.tv_sec == opened.value().mtime_sec);  // really put back
+  REQUIRE(st.st_mtim.tv_nsec == opened.value().mtime_nsec);
+  auto r = core::CheckUnchanged(opened.value());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == core::Code::kIoChanged);
+  CHECK_THAT(r.error().message, Catch::Contains("ctime"));
+  CHECK_THAT(r.error().message, !Catch::Contains("mtime"));
+}

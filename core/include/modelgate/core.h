@@ -266,11 +266,14 @@ Result<Safetensors> ReadSafetensors(int fd, uint64_t file_size,
 uint64_t CoveredBytes(const Safetensors& st);
 
 // OpenedFile is a read-only regular file opened without following a final
-// symlink and without blocking on FIFOs.
+// symlink and without blocking on FIFOs. The identity fields are its fstat
+// at the open: what CheckUnchanged compares before a verdict.
 struct OpenedFile {
   int fd = -1;
   uint64_t size = 0;
   uint64_t dev = 0, ino = 0;
+  int64_t mtime_sec = 0, mtime_nsec = 0;
+  int64_t ctime_sec = 0, ctime_nsec = 0;
   OpenedFile() = default;
   OpenedFile(const OpenedFile&) = delete;
   OpenedFile& operator=(const OpenedFile&) = delete;
@@ -282,6 +285,13 @@ struct OpenedFile {
 // O_NOFOLLOW when `follow_symlink` is false) and fstats it; only regular
 // files are accepted.
 Result<OpenedFile> OpenRegularFile(const std::string& path, bool follow_symlink);
+// CheckUnchanged fstats `file.fd` again and compares dev, ino, size, mtime
+// and ctime (with nanoseconds) with the open's: a file written, truncated
+// or touched since then is kIoChanged, the message naming what changed
+// (e.g. "file changed while being judged (size 4096 -> 8, mtime)"). What was
+// read before and after such a change need not be one file's bytes, so the
+// caller cannot judge it. A failing fstat is kIoRead.
+Status CheckUnchanged(const OpenedFile& file);
 // PreadExact reads exactly out.size() bytes at `offset`, retrying on EINTR
 // and short reads; an early EOF is kIoChanged (the file shrank after it was
 // sized), any other failure kIoRead.
