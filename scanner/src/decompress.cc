@@ -1,14 +1,20 @@
-// Bounded decompression. One loop drives every codec through a small
-// decoder interface: feed input in bounded slices, take output in 64 KiB
-// chunks, append what was really produced, stop one byte past a cap.
+// Bounded decompression. One Decoder drives every codec through a small
+// codec-state interface: input is read from the Source in 64 KiB windows,
+// output is written straight into the caller's buffer, at most one byte
+// past what the budget allows (to tell "exactly at the limit" from "past
+// it"), and every byte produced is charged before it is handed out.
 #include "decompress.h"
 
 #include <bzlib.h>
+#include <fcntl.h>
 #include <lzma.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <memory>
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 namespace modelgate::scanner {
@@ -16,25 +22,29 @@ namespace {
 
 using core::Severity;
 
-constexpr size_t kChunk = 1 << 16;
-// Decoders take input lengths as 32-bit counts.
-constexpr uint64_t kMaxFeed = 1u << 30;
+constexpr size_t kInputWindow = 1 << 16;
+// Output asked of a codec per call (and so the most it can run ahead of
+// the caller's request: none, the request is smaller when it is).
+constexpr uint64_t kMaxStep = 1 << 16;
+// Bytes read after a stream's end to tell another stream from trailing data.
+constexpr size_t kPeekBytes = 16;
 
 enum class StepRc : uint8_t { kOk, kEnd, kCorrupt, kMemLimit };
 
-class Decoder {
+// CodecState is one stream's decoder.
+class CodecState {
  public:
-  virtual ~Decoder() = default;
+  virtual ~CodecState() = default;
   virtual bool Init() = 0;
   // Step decodes from `in` (advancing it and `in_n`) into `out` (reducing
   // `out_n` by what it wrote).
   virtual StepRc Step(const uint8_t** in, size_t* in_n, uint8_t* out, size_t* out_n) = 0;
 };
 
-class ZlibDecoder : public Decoder {
+class ZlibState : public CodecState {
  public:
-  explicit ZlibDecoder(int window_bits) : window_bits_(window_bits) {}
-  ~ZlibDecoder() override {
+  explicit ZlibState(int window_bits) : window_bits_(window_bits) {}
+  ~ZlibState() override {
     if (live_) inflateEnd(&zs_);
   }
   bool Init() override { return live_ = inflateInit2(&zs_, window_bits_) == Z_OK; }
@@ -59,9 +69,9 @@ class ZlibDecoder : public Decoder {
   bool live_ = false;
 };
 
-class Bzip2Decoder : public Decoder {
+class Bzip2State : public CodecState {
  public:
-  ~Bzip2Decoder() override {
+  ~Bzip2State() override {
     if (live_) BZ2_bzDecompressEnd(&bz_);
   }
   bool Init() override { return live_ = BZ2_bzDecompressInit(&bz_, 0, 0) == BZ_OK; }
@@ -85,12 +95,12 @@ class Bzip2Decoder : public Decoder {
   bool live_ = false;
 };
 
-class LzmaDecoder : public Decoder {
+class LzmaState : public CodecState {
  public:
-  LzmaDecoder(bool alone, uint64_t memlimit) : alone_(alone), memlimit_(memlimit) {}
-  ~LzmaDecoder() override { lzma_end(&ls_); }
+  LzmaState(bool alone, uint64_t memlimit) : alone_(alone), memlimit_(memlimit) {}
+  ~LzmaState() override { lzma_end(&ls_); }
   bool Init() override {
-    // No LZMA_CONCATENATED: the loop sees each stream's end and judges
+    // No LZMA_CONCATENATED: the Decoder sees each stream's end and judges
     // what follows itself.
     return (alone_ ? lzma_alone_decoder(&ls_, memlimit_) : lzma_stream_decoder(&ls_, memlimit_, 0)) ==
            LZMA_OK;
@@ -116,15 +126,42 @@ class LzmaDecoder : public Decoder {
   lzma_stream ls_ = LZMA_STREAM_INIT;
 };
 
-std::unique_ptr<Decoder> MakeDecoder(Codec c, const DecompressLimits& limits) {
-  switch (c) {
-    case Codec::kGzip: return std::make_unique<ZlibDecoder>(16 + MAX_WBITS);
-    case Codec::kZlib: return std::make_unique<ZlibDecoder>(MAX_WBITS);
-    case Codec::kBzip2: return std::make_unique<Bzip2Decoder>();
-    case Codec::kXz: return std::make_unique<LzmaDecoder>(false, limits.max_decoder_memory_bytes);
-    case Codec::kLzma: return std::make_unique<LzmaDecoder>(true, limits.max_decoder_memory_bytes);
+// StoredState copies: a stored zip member is its own bytes, so that both
+// zip methods go through one reader, one budget and one CRC check.
+class StoredState : public CodecState {
+ public:
+  explicit StoredState(uint64_t size) : left_(size) {}
+  bool Init() override { return true; }
+  StepRc Step(const uint8_t** in, size_t* in_n, uint8_t* out, size_t* out_n) override {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>({*in_n, *out_n, left_}));
+    std::memcpy(out, *in, n);
+    *in += n;
+    *in_n -= n;
+    *out_n -= n;
+    left_ -= n;
+    return left_ == 0 ? StepRc::kEnd : StepRc::kOk;
   }
-  return nullptr;
+
+ private:
+  uint64_t left_;
+};
+
+// Kind is what the Decoder decodes: a wrapper codec or a zip method.
+enum class Kind : uint8_t { kGzip, kZlib, kBzip2, kXz, kLzma, kRawDeflate, kStored };
+
+Kind KindOf(Codec c) {
+  switch (c) {
+    case Codec::kGzip: return Kind::kGzip;
+    case Codec::kZlib: return Kind::kZlib;
+    case Codec::kBzip2: return Kind::kBzip2;
+    case Codec::kXz: return Kind::kXz;
+    case Codec::kLzma: return Kind::kLzma;
+  }
+  return Kind::kStored;
+}
+
+bool MultiStream(Kind k) {
+  return k == Kind::kGzip || k == Kind::kBzip2 || k == Kind::kXz || k == Kind::kLzma;
 }
 
 uint32_t Le32(std::span<const uint8_t> b, size_t at) {
@@ -134,6 +171,366 @@ uint32_t Le32(std::span<const uint8_t> b, size_t at) {
 std::string N(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
+
+struct Decoder::Impl {
+  Impl(const Source& s, uint64_t off, uint64_t n, Kind k, Budget& b, std::vector<Finding>* f,
+       DecoderOptions o)
+      : src(s), begin(off), end(off + n), kind(k), budget(b), findings(f), opt(std::move(o)),
+        cap(b.StreamCap(n)), next_read(off), stream_start(off) {}
+
+  const Source& src;
+  uint64_t begin, end;  // the range, in `src`
+  Kind kind;
+  Budget& budget;
+  std::vector<Finding>* findings;
+  DecoderOptions opt;
+  uint64_t cap;  // what this stream (all its concatenated members) may produce
+  std::unique_ptr<CodecState> codec;  // null between streams
+  std::vector<uint8_t> buf = std::vector<uint8_t>(kInputWindow);
+  size_t buf_pos = 0, buf_len = 0;
+  uint64_t next_read;     // offset of the next window read from `src`
+  uint64_t stream_start;  // offset of the current stream's first byte
+  uint64_t stream_out_start = 0;
+
+  // pos is the offset of the first input byte the codec has not consumed.
+  uint64_t pos() const { return next_read - (buf_len - buf_pos); }
+  uint64_t At(uint64_t offset) const { return opt.finding_base + (offset - begin); }
+  void Add(const char* id, Severity sev, std::string msg, uint64_t offset) {
+    const std::string& name = opt.label;
+    findings->push_back(MakeFinding(id, sev, name + ": " + std::move(msg), At(offset)));
+  }
+  void Add(BudgetStatus s) { findings->push_back(s.TakeFinding()); }
+  void SeekTo(uint64_t offset) {
+    buf_pos = buf_len = 0;
+    next_read = offset;
+  }
+  // Fill reads the next window when the current one is used up.
+  core::Status Fill() {
+    if (buf_pos < buf_len || next_read >= end) return core::OkStatus();
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(end - next_read, kInputWindow));
+    if (auto s = src.Read(next_read, std::span<uint8_t>(buf).first(n)); !s.ok()) return s;
+    buf_pos = 0;
+    buf_len = n;
+    next_read += n;
+    return core::OkStatus();
+  }
+  std::unique_ptr<CodecState> MakeState() const {
+    switch (kind) {
+      case Kind::kGzip: return std::make_unique<ZlibState>(16 + MAX_WBITS);
+      case Kind::kZlib: return std::make_unique<ZlibState>(MAX_WBITS);
+      case Kind::kRawDeflate: return std::make_unique<ZlibState>(-MAX_WBITS);
+      case Kind::kBzip2: return std::make_unique<Bzip2State>();
+      case Kind::kXz: return std::make_unique<LzmaState>(false, opt.max_decoder_memory_bytes);
+      case Kind::kLzma: return std::make_unique<LzmaState>(true, opt.max_decoder_memory_bytes);
+      case Kind::kStored: return std::make_unique<StoredState>(end - begin);
+    }
+    return nullptr;
+  }
+};
+
+Decoder::Decoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Decoder::~Decoder() = default;
+
+std::unique_ptr<Decoder> Decoder::Open(const Source& src, uint64_t offset, uint64_t size,
+                                       Codec codec, Budget& budget,
+                                       std::vector<Finding>* findings, DecoderOptions options) {
+  if (offset > src.size() || size > src.size() - offset) return nullptr;
+  if (options.label.empty()) options.label = std::string(CodecName(codec));
+  return std::unique_ptr<Decoder>(new Decoder(std::make_unique<Impl>(
+      src, offset, size, KindOf(codec), budget, findings, std::move(options))));
+}
+
+std::unique_ptr<Decoder> Decoder::OpenZip(const Source& src, uint64_t offset, uint64_t size,
+                                          uint16_t method, Budget& budget,
+                                          std::vector<Finding>* findings,
+                                          DecoderOptions options) {
+  if (offset > src.size() || size > src.size() - offset) return nullptr;
+  if (method != 0 && method != 8) return nullptr;
+  if (options.label.empty()) options.label = method == 8 ? "deflate" : "stored";
+  return std::unique_ptr<Decoder>(new Decoder(std::make_unique<Impl>(
+      src, offset, size, method == 8 ? Kind::kRawDeflate : Kind::kStored, budget, findings,
+      std::move(options))));
+}
+
+size_t Decoder::Read(std::span<uint8_t> out) {
+  Impl& d = *impl_;
+  size_t total = 0;
+  while (total < out.size() && state_ == DecodeState::kMore) {
+    if (!d.codec) {
+      // Between streams: what Python's reader does with the rest.
+      if (streams_ > 0) {
+        if (!MultiStream(d.kind) && d.kind != Kind::kZlib) {
+          state_ = DecodeState::kEnd;  // zip members: what follows is not read
+          break;
+        }
+        const uint64_t after = d.pos();
+        uint64_t p = after;
+        if (d.kind == Kind::kGzip || d.kind == Kind::kXz) {
+          for (bool zero = true; zero;) {  // skip zero padding, window by window
+            if (auto s = d.Fill(); !s.ok()) {
+              io_error_ = s.error();
+              state_ = DecodeState::kIoError;
+              return total;
+            }
+            if (d.buf_pos == d.buf_len) break;
+            while (d.buf_pos < d.buf_len && d.buf[d.buf_pos] == 0) ++d.buf_pos;
+            zero = d.buf_pos == d.buf_len;
+          }
+          p = d.pos();
+          if (d.kind == Kind::kXz && (p - after) % 4 != 0) p = after;  // not stream padding
+        }
+        if (p == d.end) {
+          state_ = DecodeState::kEnd;
+          break;
+        }
+        uint8_t peek[kPeekBytes];
+        const size_t peek_n = static_cast<size_t>(std::min<uint64_t>(d.end - p, kPeekBytes));
+        if (auto s = d.src.Read(p, std::span<uint8_t>(peek, peek_n)); !s.ok()) {
+          io_error_ = s.error();
+          state_ = DecodeState::kIoError;
+          break;
+        }
+        const auto next = d.kind == Kind::kZlib
+                              ? std::nullopt
+                              : SniffCodec(std::span<const uint8_t>(peek, peek_n));
+        if (!next || KindOf(*next) != d.kind) {
+          d.Add("MG-ARCHIVE-TRAILING-DATA", Severity::kHigh,
+                N(d.end - after) + " bytes after the end of the compressed stream", after);
+          state_ = DecodeState::kEnd;
+          break;
+        }
+        if (streams_ == 1) {
+          d.Add("MG-ARCHIVE-MULTI-MEMBER", Severity::kLow,
+                "a second stream follows at " + N(d.At(p)) +
+                    "; Python's reader decodes every stream, single-stream readers only the first",
+                p);
+        }
+        d.SeekTo(p);
+      }
+      d.codec = d.MakeState();
+      d.stream_start = d.pos();
+      d.stream_out_start = produced_;
+      if (!d.codec || !d.codec->Init()) {
+        d.Add("MG-ARCHIVE-LIMIT", Severity::kHigh, "decoder initialisation failed", d.stream_start);
+        state_ = DecodeState::kLimit;
+        break;
+      }
+    }
+    if (auto s = d.Fill(); !s.ok()) {
+      io_error_ = s.error();
+      state_ = DecodeState::kIoError;
+      break;
+    }
+    const uint64_t cap_left = d.cap - std::min(d.cap, produced_);
+    const uint64_t stop_left = d.opt.stop_after - std::min(d.opt.stop_after, produced_);
+    const uint64_t budget_left = d.budget.InflateRemaining();
+    const uint64_t allow = std::min({cap_left, stop_left, budget_left});
+    const uint64_t room = out.size() - total;
+    const uint64_t one_past = allow == UINT64_MAX ? allow : allow + 1;
+    const size_t want = static_cast<size_t>(std::min({room, one_past, kMaxStep}));
+
+    const uint8_t* next_in = d.buf.data() + d.buf_pos;
+    const size_t fed = d.buf_len - d.buf_pos;
+    size_t in_n = fed, out_n = want;
+    const StepRc rc = d.codec->Step(&next_in, &in_n, out.data() + total, &out_n);
+    const size_t consumed = fed - in_n, produced = want - out_n;
+    d.buf_pos += consumed;
+    if (produced > allow) {
+      // One byte past what is allowed: hand out up to the limit, then say
+      // which limit it was (the caller's stop first: it has its own finding).
+      (void)d.budget.ChargeInflated(allow);
+      total += static_cast<size_t>(allow);
+      produced_ += allow;
+      if (allow == stop_left) {
+        state_ = DecodeState::kStopped;
+      } else if (allow == budget_left) {
+        d.Add(d.budget.ChargeInflated(1, d.At(d.pos())));
+        state_ = DecodeState::kLimit;
+      } else {
+        d.Add(d.budget.StreamLimit(d.end - d.begin, d.At(d.pos())));
+        state_ = DecodeState::kLimit;
+      }
+      break;
+    }
+    (void)d.budget.ChargeInflated(produced);  // within InflateRemaining: cannot fail
+    total += produced;
+    produced_ += produced;
+    if (rc == StepRc::kEnd) {
+      d.codec.reset();
+      ++streams_;
+      continue;
+    }
+    if (rc == StepRc::kMemLimit) {
+      d.Add(d.budget.DecoderMemoryLimit(d.opt.max_decoder_memory_bytes, d.At(d.stream_start)));
+      state_ = DecodeState::kLimit;
+      break;
+    }
+    if (rc == StepRc::kCorrupt || (consumed == 0 && produced == 0)) {
+      // No progress with room to write: the input ran out mid-stream.
+      const bool truncated = rc != StepRc::kCorrupt;
+      if (streams_ == 0 && produced_ == 0 && !truncated) {
+        d.Add("MG-ARCHIVE-MALFORMED", Severity::kHigh, "not a valid stream", d.pos());
+        state_ = DecodeState::kNotAStream;
+        break;
+      }
+      d.Add("MG-ARCHIVE-MALFORMED", Severity::kHigh,
+            std::string(truncated ? "stream is truncated" : "stream is corrupt") + " after " +
+                N(produced_ - d.stream_out_start) + " output bytes",
+            d.pos());
+      state_ = DecodeState::kMalformed;
+      break;
+    }
+  }
+  return total;
+}
+
+std::vector<uint8_t> Decoder::ReadUpTo(uint64_t n) {
+  std::vector<uint8_t> out;
+  while (out.size() < n && more()) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - out.size(), kMaxStep));
+    const size_t at = out.size();
+    out.resize(at + chunk);
+    out.resize(at + Read(std::span<uint8_t>(out).subspan(at)));
+  }
+  return out;
+}
+
+void Decoder::ReadAll(std::vector<uint8_t>* out) {
+  while (more()) {
+    const size_t at = out->size();
+    out->resize(at + kMaxStep);
+    out->resize(at + Read(std::span<uint8_t>(*out).subspan(at)));
+  }
+}
+
+// --- Spool ---
+
+core::Result<std::unique_ptr<Spool>> Spool::Create(const char* name) {
+  std::unique_ptr<Spool> s(new Spool());
+  s->fd_ = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  return s;  // fd_ < 0: the heap buffer serves
+}
+
+Spool::~Spool() {
+  if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), static_cast<size_t>(size_));
+  if (fd_ >= 0) ::close(fd_);
+}
+
+core::Status Spool::Append(std::span<const uint8_t> bytes) {
+  if (sealed_) return core::Error{core::Code::kIoRead, size_, "spool is sealed"};
+  uint64_t end = 0;
+  if (__builtin_add_overflow(size_, bytes.size(), &end)) {
+    return core::Error{core::Code::kIoRead, size_, "spool size overflows"};
+  }
+  if (fd_ < 0) {
+    heap_.insert(heap_.end(), bytes.begin(), bytes.end());
+    size_ = end;
+    return core::OkStatus();
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(size_ + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return core::Error{core::Code::kIoRead, size_ + done,
+                         std::string("cannot write the decompression spool: ") +
+                             std::strerror(n < 0 ? errno : ENOSPC)};
+    }
+    done += static_cast<size_t>(n);
+  }
+  size_ = end;
+  return core::OkStatus();
+}
+
+core::Status Spool::Seal() {
+  if (sealed_) return core::OkStatus();
+  sealed_ = true;
+  if (fd_ >= 0 &&
+      ::fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return core::Error{core::Code::kIoRead, core::kNoOffset,
+                       std::string("cannot seal the decompression spool: ") + std::strerror(errno)};
+  }
+  return core::OkStatus();
+}
+
+core::Status Spool::Read(uint64_t offset, std::span<uint8_t> out) const {
+  if (offset > size_ || out.size() > size_ - offset) {
+    return core::Error{core::Code::kStTruncated, offset, "read past the end of the spool"};
+  }
+  if (fd_ < 0) {
+    std::copy_n(heap_.data() + offset, out.size(), out.data());
+    return core::OkStatus();
+  }
+  return core::PreadExact(fd_, offset, out);
+}
+
+core::Result<std::span<const uint8_t>> Spool::Bytes() const {
+  if (!sealed_) return core::Error{core::Code::kIoRead, core::kNoOffset, "spool is not sealed"};
+  if (fd_ < 0) return std::span<const uint8_t>(heap_);
+  if (size_ == 0) return std::span<const uint8_t>();
+  if (map_ == nullptr) {
+    void* p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) {
+      return core::Error{core::Code::kIoRead, core::kNoOffset,
+                         std::string("cannot map the decompression spool: ") + std::strerror(errno)};
+    }
+    map_ = static_cast<const uint8_t*>(p);
+  }
+  return std::span<const uint8_t>(map_, static_cast<size_t>(size_));
+}
+
+core::Result<std::unique_ptr<Spool>> DecodeToSpool(Decoder& dec, std::span<const uint8_t> prefix) {
+  auto spool = Spool::Create();
+  if (!spool.ok()) return spool.error();
+  std::unique_ptr<Spool> s = std::move(spool).value();
+  if (auto a = s->Append(prefix); !a.ok()) return a.error();
+  std::vector<uint8_t> chunk(4 * kMaxStep);
+  while (dec.more()) {
+    const size_t n = dec.Read(chunk);
+    if (auto a = s->Append(std::span<const uint8_t>(chunk).first(n)); !a.ok()) return a.error();
+  }
+  if (dec.state() == DecodeState::kIoError) return *dec.io_error();
+  if (auto a = s->Seal(); !a.ok()) return a.error();
+  return s;
+}
+
+core::Result<std::unique_ptr<Spool>> DecompressToSpool(const Source& src, uint64_t offset,
+                                                       uint64_t size, Codec codec, Budget& budget,
+                                                       std::vector<Finding>* findings,
+                                                       DecoderOptions options) {
+  auto dec = Decoder::Open(src, offset, size, codec, budget, findings, std::move(options));
+  if (!dec) {
+    return core::Error{core::Code::kStTruncated, offset, "compressed range is outside the source"};
+  }
+  auto s = DecodeToSpool(*dec);
+  if (!s.ok()) return s.error();
+  if (dec->state() == DecodeState::kNotAStream) return std::unique_ptr<Spool>();
+  return s;
+}
+
+// --- the in-memory interface ---
+
+std::optional<std::vector<uint8_t>> Decompress(std::span<const uint8_t> in, Codec codec,
+                                               const DecompressLimits& limits,
+                                               std::vector<Finding>* findings,
+                                               uint64_t base_offset) {
+  BudgetLimits b;
+  b.max_total_decompressed_bytes = UINT64_MAX;
+  b.max_member_bytes = limits.max_output_bytes;
+  b.max_expansion_ratio = limits.max_expansion_ratio;
+  b.ratio_floor_bytes = limits.ratio_floor_bytes;
+  Budget budget(b);
+  MemorySource src(in);
+  DecoderOptions o;
+  o.max_decoder_memory_bytes = limits.max_decoder_memory_bytes;
+  o.finding_base = base_offset;
+  auto dec = Decoder::Open(src, 0, in.size(), codec, budget, findings, std::move(o));
+  std::vector<uint8_t> out;
+  dec->ReadAll(&out);
+  if (dec->state() == DecodeState::kNotAStream) return std::nullopt;
+  return out;
+}
 
 std::string_view CodecName(Codec c) {
   switch (c) {
@@ -182,103 +579,6 @@ Finding UnanalyzedArchiveFinding(std::string_view format_name) {
                      std::string(format_name) +
                          " archives are detected but not unpacked; their members are not analyzed",
                      0);
-}
-
-std::optional<std::vector<uint8_t>> Decompress(std::span<const uint8_t> in, Codec codec,
-                                               const DecompressLimits& limits,
-                                               std::vector<Finding>* findings,
-                                               uint64_t base_offset) {
-  const std::string name(CodecName(codec));
-  auto add = [&](const char* id, Severity sev, std::string msg, uint64_t at) {
-    findings->push_back(MakeFinding(id, sev, name + ": " + std::move(msg), base_offset + at));
-  };
-  // The cap: max_output_bytes, and the ratio once past its floor.
-  uint64_t ratio_cap = UINT64_MAX;
-  if (!__builtin_mul_overflow(limits.max_expansion_ratio, static_cast<uint64_t>(in.size()),
-                              &ratio_cap)) {
-    ratio_cap = std::max(ratio_cap, limits.ratio_floor_bytes);
-  }
-  const uint64_t cap = std::min(limits.max_output_bytes, ratio_cap);
-  const bool ratio_binds = ratio_cap < limits.max_output_bytes;
-
-  std::vector<uint8_t> out;
-  uint8_t chunk[kChunk];
-  size_t pos = 0;
-  uint64_t members = 0;
-  for (;;) {
-    // Between streams: what Python's reader does with the rest.
-    if (members > 0) {
-      size_t p = pos;
-      if (codec == Codec::kGzip || codec == Codec::kXz) {
-        while (p < in.size() && in[p] == 0) ++p;
-        if (codec == Codec::kXz && (p - pos) % 4 != 0) p = pos;  // not stream padding
-      }
-      if (p == in.size()) break;
-      const auto next = codec == Codec::kZlib ? std::nullopt : SniffCodec(in.subspan(p));
-      if (!next || *next != codec) {
-        add("MG-ARCHIVE-TRAILING-DATA", Severity::kHigh,
-            N(in.size() - pos) + " bytes after the end of the compressed stream", pos);
-        break;
-      }
-      if (members == 1) {
-        add("MG-ARCHIVE-MULTI-MEMBER", Severity::kLow,
-            "a second stream follows at " + N(p) +
-                "; Python's reader decodes every stream, single-stream readers only the first",
-            p);
-      }
-      pos = p;
-    }
-    auto dec = MakeDecoder(codec, limits);
-    if (!dec || !dec->Init()) {
-      add("MG-ARCHIVE-LIMIT", Severity::kHigh, "decoder initialisation failed", pos);
-      break;
-    }
-    const size_t member_start = pos;
-    const uint64_t out_at_start = out.size();
-    StepRc rc = StepRc::kOk;
-    for (;;) {
-      const uint8_t* next_in = in.data() + pos;
-      const size_t fed = static_cast<size_t>(std::min<uint64_t>(in.size() - pos, kMaxFeed));
-      size_t in_n = fed, out_n = kChunk;
-      rc = dec->Step(&next_in, &in_n, chunk, &out_n);
-      const size_t consumed = fed - in_n, produced = kChunk - out_n;
-      pos += consumed;
-      if (produced > cap - out.size()) {
-        out.insert(out.end(), chunk, chunk + (cap - out.size()));
-        add("MG-ARCHIVE-LIMIT", Severity::kHigh,
-            "output exceeds " + N(cap) +
-                (ratio_binds ? " bytes (limit max_expansion_ratio " + N(limits.max_expansion_ratio) +
-                                   " times " + N(in.size()) + " input bytes)"
-                             : " bytes (limit max_output_bytes)") +
-                "; decoding stopped",
-            pos);
-        return out;
-      }
-      out.insert(out.end(), chunk, chunk + produced);
-      if (rc == StepRc::kEnd) break;
-      if (rc == StepRc::kMemLimit) {
-        add("MG-ARCHIVE-LIMIT", Severity::kHigh,
-            "stream needs more decoder memory than " + N(limits.max_decoder_memory_bytes) +
-                " bytes (limit max_decoder_memory_bytes)",
-            member_start);
-        return out;
-      }
-      if (rc == StepRc::kCorrupt || (consumed == 0 && produced == 0)) {
-        const bool truncated = rc != StepRc::kCorrupt;
-        if (members == 0 && out.empty() && !truncated) {
-          add("MG-ARCHIVE-MALFORMED", Severity::kHigh, "not a valid stream", pos);
-          return std::nullopt;
-        }
-        add("MG-ARCHIVE-MALFORMED", Severity::kHigh,
-            std::string(truncated ? "stream is truncated" : "stream is corrupt") + " after " +
-                N(out.size() - out_at_start) + " output bytes",
-            pos);
-        return out;
-      }
-    }
-    ++members;
-  }
-  return out;
 }
 
 }  // namespace modelgate::scanner

@@ -1,7 +1,11 @@
-// Bounded decompression of the single-stream wrappers model files come in
-// (joblib's compress=, .gz/.bz2/.xz copies of checkpoints): gzip, zlib,
-// bzip2, xz and lzma-alone. Output grows in chunks with what the decoder
-// really produces (never sized by a header's claim) and stops at a cap.
+// Bounded decompression: one streaming Decoder serves every compressed
+// path the scanner follows, the single-stream wrappers model files come in
+// (joblib's compress=, .gz/.bz2/.xz copies of checkpoints: gzip, zlib,
+// bzip2, xz and lzma-alone) and zip members (raw deflate, method 8; stored,
+// method 0, through the same interface). It reads its input from a Source
+// range in bounded windows (never the whole input in memory), writes into
+// the caller's buffer only what the codec really produces (never sized by a
+// header's claim), and charges every byte it produces to the file's Budget.
 //
 // Concatenated streams are decoded like Python's readers decode them
 // (gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile continue into the next stream;
@@ -19,40 +23,186 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "budget.h"
 #include "modelgate/scanner.h"
+#include "source.h"
 
 namespace modelgate::scanner {
 
 enum class Codec : uint8_t { kGzip, kZlib, kBzip2, kXz, kLzma };
 std::string_view CodecName(Codec c);  // "gzip", "zlib", "bzip2", "xz", "lzma"
 
+// SniffCodec names the wrapper `head` starts with: gzip (1F 8B 08), zlib
+// (CMF 0x78, no preset dictionary, header check divisible by 31), bzip2
+// ("BZh" + '1'..'9', then a block or end-of-stream magic when present), xz
+// (FD "7zXZ" 00), lzma-alone (properties 0x5D, which every liblzma preset
+// writes, joblib's compress='lzma' included; a dictionary size of 2^n or
+// 2^n + 2^(n-1); an unknown size or one below 2^40). nullopt otherwise.
+std::optional<Codec> SniffCodec(std::span<const uint8_t> head);
+
+// DecodeState is where a Decoder stands.
+enum class DecodeState : uint8_t {
+  kMore,        // more output may follow
+  kEnd,         // every stream ended cleanly (trailing bytes reported, if any)
+  kStopped,     // produced `stop_after` bytes and the stream had more (no finding)
+  kLimit,       // a budget or decoder limit stopped it (MG-ARCHIVE-LIMIT added)
+  kMalformed,   // corrupt or truncated after some output (MG-ARCHIVE-MALFORMED)
+  kNotAStream,  // the input does not start a stream of the codec at all
+  kIoError,     // reading the Source failed: io_error()
+};
+
+struct DecoderOptions {
+  // The decoder stops, with state kStopped and no finding, once it has
+  // produced this many bytes and sees one more (a zip member's declared
+  // size: more is the zip reader's MG-ZIP-FIELD-MISMATCH, not a bomb).
+  uint64_t stop_after = UINT64_MAX;
+  // Decoder memory (xz/lzma dictionaries; xz -9 needs 65 MiB). A stream
+  // that asks for more is MG-ARCHIVE-LIMIT.
+  uint64_t max_decoder_memory_bytes = 256ull << 20;
+  // File offset of the range's first byte, for findings (kNoOffset: the
+  // range is not in the file, e.g. a decompressed layer; then findings
+  // carry range-relative offsets, to be placed by the caller).
+  uint64_t finding_base = 0;
+  // Prefix of finding messages ("" = the codec's name).
+  std::string label;
+};
+
+// Decoder streams the decoded bytes of [offset, offset + size) of `src`.
+// `src`, `budget` and `findings` must outlive it. Never throws.
+class Decoder {
+ public:
+  // Open decodes a wrapper codec (every concatenated stream, see above).
+  static std::unique_ptr<Decoder> Open(const Source& src, uint64_t offset, uint64_t size,
+                                       Codec codec, Budget& budget,
+                                       std::vector<Finding>* findings, DecoderOptions options = {});
+  // OpenZip decodes one zip member's data: method 8 (raw deflate, one
+  // stream; bytes after its end are not read, as zip readers do not) or 0
+  // (stored: the bytes themselves). nullptr for any other method.
+  static std::unique_ptr<Decoder> OpenZip(const Source& src, uint64_t offset, uint64_t size,
+                                          uint16_t method, Budget& budget,
+                                          std::vector<Finding>* findings,
+                                          DecoderOptions options = {});
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  // Read fills up to out.size() bytes and returns how many it produced;
+  // less (0 at the end) once state() is no longer kMore. Every byte is
+  // charged to the budget first.
+  size_t Read(std::span<uint8_t> out);
+  // ReadUpTo returns the next at most `n` bytes (a sniff: it decodes no
+  // more than that and leaves the stream open).
+  std::vector<uint8_t> ReadUpTo(uint64_t n);
+  // ReadAll appends everything to `out` until the state leaves kMore.
+  void ReadAll(std::vector<uint8_t>* out);
+
+  DecodeState state() const { return state_; }
+  bool more() const { return state_ == DecodeState::kMore; }
+  // ok: ended cleanly, or open with more to come.
+  bool ok() const { return state_ == DecodeState::kMore || state_ == DecodeState::kEnd; }
+  uint64_t produced() const { return produced_; }
+  uint64_t streams() const { return streams_; }
+  // io_error is set in state kIoError.
+  const std::optional<core::Error>& io_error() const { return io_error_; }
+
+ private:
+  struct Impl;
+  explicit Decoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  DecodeState state_ = DecodeState::kMore;
+  uint64_t produced_ = 0;
+  uint64_t streams_ = 0;
+  std::optional<core::Error> io_error_;
+};
+
+// SliceSource is [offset, offset + size) of another Source (a stored
+// member, a tar member's data), read in place, never copied.
+class SliceSource : public Source {
+ public:
+  SliceSource(const Source& base, uint64_t offset, uint64_t size)
+      : base_(base), offset_(offset), size_(size) {}
+  uint64_t size() const override { return size_; }
+  core::Status Read(uint64_t offset, std::span<uint8_t> out) const override {
+    if (offset > size_ || out.size() > size_ - offset) {
+      return core::Error{core::Code::kStTruncated, offset, "read past the end of the slice"};
+    }
+    return base_.Read(offset_ + offset, out);
+  }
+
+ private:
+  const Source& base_;
+  uint64_t offset_, size_;
+};
+
+// Spool holds decoded bytes outside the heap: an anonymous, sealed memfd
+// whose pages live in the page cache (shmem), not in the process's RSS
+// unless mapped and touched; a heap buffer where memfd_create is missing.
+// Write it with Append, then Seal it; after that it is a read-only Source
+// whose bytes can also be mapped (Map) for analyzers that need a span: the
+// seal forbids shrinking, so a mapping cannot fault.
+class Spool : public Source {
+ public:
+  // Create makes an empty spool; `name` shows in /proc/self/fd.
+  static core::Result<std::unique_ptr<Spool>> Create(const char* name = "modelgate-spool");
+  ~Spool() override;
+  Spool(const Spool&) = delete;
+  Spool& operator=(const Spool&) = delete;
+
+  core::Status Append(std::span<const uint8_t> bytes);
+  // Seal ends writing (idempotent).
+  core::Status Seal();
+  uint64_t size() const override { return size_; }
+  core::Status Read(uint64_t offset, std::span<uint8_t> out) const override;
+  // Bytes maps the whole sealed spool read-only (once; later calls return
+  // the same span). Pages are read in as they are touched.
+  core::Result<std::span<const uint8_t>> Bytes() const;
+  bool in_memfd() const { return fd_ >= 0; }
+
+ private:
+  Spool() = default;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  bool sealed_ = false;
+  std::vector<uint8_t> heap_;  // without memfd
+  mutable const uint8_t* map_ = nullptr;
+};
+
+// DecodeToSpool drains `dec` into a new sealed spool (after `prefix`,
+// bytes the caller already read from it, e.g. a sniff). The Decoder's
+// state tells how it ended; an Error only when the spool cannot be
+// written or the Source cannot be read.
+core::Result<std::unique_ptr<Spool>> DecodeToSpool(Decoder& dec,
+                                                   std::span<const uint8_t> prefix = {});
+
+// DecompressToSpool decodes [offset, offset + size) of `src` as `codec`
+// into a spool: what the old Decompress returned in a vector, without
+// holding it in the heap. nullptr (with MG-ARCHIVE-MALFORMED) when the
+// range does not start a stream of `codec`; otherwise the bytes decoded
+// before any limit or corruption (which a streaming loader has already
+// consumed), with findings as Decompress below.
+core::Result<std::unique_ptr<Spool>> DecompressToSpool(const Source& src, uint64_t offset,
+                                                       uint64_t size, Codec codec, Budget& budget,
+                                                       std::vector<Finding>* findings,
+                                                       DecoderOptions options = {});
+
+// --- the earlier in-memory interface, now a wrapper over Decoder ---
+
 struct DecompressLimits {
   // Output bytes held in memory (the caller passes the smaller of
   // ContainerLimits::max_member_bytes and what remains of
   // max_total_decompressed_bytes for the file).
   uint64_t max_output_bytes = 1ull << 30;
-  // Output / input. deflate tops out near 1032:1; bzip2 and xz reach far
-  // more only on degenerate (bomb) input.
   uint64_t max_expansion_ratio = 1000;
-  // The ratio is enforced only past this much output, so that small
-  // streams of zeros (an empty tensor, padding) are not bombs.
   uint64_t ratio_floor_bytes = 1ull << 20;
-  // Decoder memory (xz/lzma dictionaries; xz -9 needs 65 MiB). A stream
-  // that asks for more is MG-ARCHIVE-LIMIT.
   uint64_t max_decoder_memory_bytes = 256ull << 20;
 };
-
-// SniffCodec names the wrapper `head` starts with: gzip (1F 8B 08), zlib
-// (CMF 0x78, no preset dictionary, header check divisible by 31), bzip2
-// ("BZh" + '1'..'9', then a block or end-of-stream magic when present), xz
-// (FD "7zXZ" 00), lzma-alone (properties 0x5D, a dictionary size of 2^n or
-// 2^n + 2^(n-1), an unknown size or one below 2^40). nullopt otherwise.
-std::optional<Codec> SniffCodec(std::span<const uint8_t> head);
 
 // Decompress decodes `in` as `codec`. Returns the decoded bytes, also when
 // a cap was hit or the stream is corrupt or truncated (then the bytes
@@ -62,7 +212,8 @@ std::optional<Codec> SniffCodec(std::span<const uint8_t> head);
 // corrupt or truncated stream, MG-ARCHIVE-TRAILING-DATA (high),
 // MG-ARCHIVE-MULTI-MEMBER (low). nullopt (with MG-ARCHIVE-MALFORMED) when
 // `in` does not start a stream of `codec` at all. Finding offsets are into
-// `in` plus `base_offset`. Never throws.
+// `in` plus `base_offset`. Never throws. A Budget of its own, from
+// `limits`: prefer Decoder with the file's Budget.
 std::optional<std::vector<uint8_t>> Decompress(std::span<const uint8_t> in, Codec codec,
                                                const DecompressLimits& limits,
                                                std::vector<Finding>* findings,

@@ -6,11 +6,14 @@
 #include "zip.h"
 
 #include "archive_names.h"
+#include "decompress.h"
 
 #include <zlib.h>
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
+#include <tuple>
 
 namespace modelgate::scanner {
 namespace {
@@ -81,10 +84,36 @@ bool ApplyZip64Extra(std::span<const uint8_t> extra, uint64_t base, Zip64Values*
   return true;
 }
 
+// MarkAliases sets alias_of: usable entries whose (data offset,
+// compressed size, uncompressed size, method) equal an earlier entry's
+// decode to the same bytes. Sorted indices, not a map: 8 bytes per entry.
+void MarkAliases(ZipArchive* zip) {
+  auto& es = zip->entries;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < es.size(); ++i) {
+    if (es[i].usable) order.push_back(i);
+  }
+  auto key = [&](size_t i) {
+    const ZipEntry& e = es[i];
+    return std::make_tuple(e.data_offset, e.compressed_bytes, e.uncompressed_bytes, e.method, i);
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const ZipEntry& prev = es[order[k - 1]];
+    ZipEntry& e = es[order[k]];
+    if (e.data_offset == prev.data_offset && e.compressed_bytes == prev.compressed_bytes &&
+        e.uncompressed_bytes == prev.uncompressed_bytes && e.method == prev.method) {
+      e.alias_of = prev.alias_of >= 0 ? prev.alias_of : static_cast<int64_t>(order[k - 1]);
+    }
+  }
+}
+
 }  // namespace
 
-core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits,
-                                 std::vector<Finding>* findings) {
+namespace {
+
+core::Result<ZipArchive> ReadZipImpl(const Source& src, const ZipLimits& limits, Budget* budget,
+                                     std::vector<Finding>* findings) {
   ZipArchive zip;
   const uint64_t size = src.size();
   auto malformed = [&](std::string message, uint64_t offset) {
@@ -178,6 +207,12 @@ core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits,
             std::to_string(limits.max_central_dir_bytes) + " (limit max_central_dir_bytes)",
         zip.eocd_offset);
     return zip;
+  }
+  if (budget != nullptr) {
+    if (auto charged = budget->ChargeRecords(entry_count, zip.eocd_offset); !charged.ok()) {
+      findings->push_back(charged.TakeFinding());
+      return zip;
+    }
   }
   if (cd_offset > directory_end || cd_bytes > directory_end - cd_offset) {
     return malformed("central directory [" + std::to_string(cd_offset) + "+" +
@@ -419,7 +454,187 @@ core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits,
     Add(findings, "MG-ZIP-OVERLAP", Severity::kCritical,
         "central directory overlaps member data", cd_offset);
   }
+  MarkAliases(&zip);
   return zip;
+}
+
+}  // namespace
+
+core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits,
+                                 std::vector<Finding>* findings) {
+  return ReadZipImpl(src, limits, nullptr, findings);
+}
+
+core::Result<ZipArchive> ReadZip(const Source& src, const ZipLimits& limits, Budget& budget,
+                                 std::vector<Finding>* findings) {
+  return ReadZipImpl(src, limits, &budget, findings);
+}
+
+namespace {
+
+using Sink = std::function<core::Status(std::span<const uint8_t>)>;
+
+struct MemberRead {
+  bool ok = false;  // bytes were read (false: a finding says why not)
+  bool whole = false;
+};
+
+uint32_t Crc32(uint32_t crc, std::span<const uint8_t> b) {
+  return static_cast<uint32_t>(crc32(crc, b.data(), static_cast<uInt>(b.size())));
+}
+
+// ReadMember runs a member's data through the one Decoder into `sink`: at
+// most `max_bytes`, or the whole member (UINT64_MAX), which is refused
+// first when it declares more than max_member_bytes. The Decoder's own
+// findings become zip findings: a budget limit stays MG-ARCHIVE-LIMIT, a
+// broken stream is MG-ZIP-MALFORMED.
+core::Result<MemberRead> ReadMember(const Source& src, const ZipEntry& e, Budget& budget,
+                                    uint64_t max_bytes, const Sink& sink,
+                                    std::vector<Finding>* findings) {
+  MemberRead r;
+  if (!e.usable || (e.flags & (kFlagEncrypted | kFlagStrongEncryption))) return r;
+  if (e.method != 0 && e.method != 8) {
+    Add(findings, "MG-ZIP-UNSUPPORTED-METHOD", Severity::kHigh,
+        "member " + core::Quoted(e.name) + " uses compression method " +
+            std::to_string(e.method) + ", which cannot be analyzed",
+        e.central_offset, e.name);
+    return r;
+  }
+  const uint64_t out_bytes = e.method == 0 ? e.compressed_bytes : e.uncompressed_bytes;
+  if (max_bytes == UINT64_MAX && out_bytes > budget.limits().max_member_bytes) {
+    Finding f = budget.MemberLimit(out_bytes, e.data_offset).TakeFinding();
+    f.member = e.name;
+    findings->push_back(std::move(f));
+    return r;
+  }
+  if (auto c = budget.ChargeMember(e.data_offset); !c.ok()) {
+    findings->push_back(c.TakeFinding());
+    return r;
+  }
+  DecoderOptions o;
+  o.finding_base = e.data_offset;
+  o.label = "member " + core::Quoted(e.name);
+  if (e.method == 8) o.stop_after = e.uncompressed_bytes;
+  std::vector<Finding> decoder_findings;
+  auto dec = Decoder::OpenZip(src, e.data_offset, e.compressed_bytes, e.method, budget,
+                              &decoder_findings, o);
+  if (!dec) {
+    Add(findings, "MG-ZIP-OUT-OF-BOUNDS", Severity::kHigh,
+        "data of " + core::Quoted(e.name) + " runs past the end of the file", e.data_offset,
+        e.name);
+    return r;
+  }
+  uint32_t crc = Crc32(0, {});
+  std::vector<uint8_t> chunk(static_cast<size_t>(std::min<uint64_t>(max_bytes, 256 * 1024)));
+  for (uint64_t left = max_bytes; dec->more() && left > 0;) {
+    const size_t n = dec->Read(std::span<uint8_t>(chunk).first(
+        static_cast<size_t>(std::min<uint64_t>(left, chunk.size()))));
+    const std::span<const uint8_t> got = std::span<const uint8_t>(chunk).first(n);
+    crc = Crc32(crc, got);
+    if (auto s = sink(got); !s.ok()) return s.error();
+    left -= n;
+  }
+  for (auto& f : decoder_findings) {
+    if (f.id != "MG-ARCHIVE-LIMIT") continue;
+    f.member = e.name;
+    findings->push_back(std::move(f));
+  }
+  switch (dec->state()) {
+    case DecodeState::kIoError:
+      if (IsIo(*dec->io_error())) return *dec->io_error();
+      Add(findings, "MG-ZIP-OUT-OF-BOUNDS", Severity::kHigh, dec->io_error()->message,
+          e.data_offset, e.name);
+      return r;
+    case DecodeState::kMore:  // a prefix
+      r.ok = true;
+      return r;
+    case DecodeState::kLimit: return r;
+    case DecodeState::kMalformed: case DecodeState::kNotAStream:
+      Add(findings, "MG-ZIP-MALFORMED", Severity::kHigh,
+          "member " + core::Quoted(e.name) + " is not a complete deflate stream", e.data_offset,
+          e.name);
+      return r;
+    case DecodeState::kStopped:
+      // Stopped one byte past the declared size: more is a lie or a bomb.
+      Add(findings, "MG-ZIP-FIELD-MISMATCH", Severity::kHigh,
+          "member " + core::Quoted(e.name) + " inflates past its declared size", e.data_offset,
+          e.name);
+      r.ok = r.whole = true;
+      return r;
+    case DecodeState::kEnd: break;
+  }
+  if (e.method == 0 && e.compressed_bytes != e.uncompressed_bytes) {
+    Add(findings, "MG-ZIP-FIELD-MISMATCH", Severity::kHigh,
+        "stored member " + core::Quoted(e.name) + " has different compressed and "
+        "uncompressed sizes", e.central_offset, e.name);
+  } else if (e.method == 8 && dec->produced() < e.uncompressed_bytes) {
+    Add(findings, "MG-ZIP-FIELD-MISMATCH", Severity::kHigh,
+        "member " + core::Quoted(e.name) + " inflates to fewer bytes than declared",
+        e.data_offset, e.name);
+  }
+  if (crc != e.crc32) {
+    Add(findings, "MG-ZIP-BAD-CRC", Severity::kHigh,
+        "member " + core::Quoted(e.name) + " fails its CRC-32 check", e.data_offset, e.name);
+  }
+  r.ok = r.whole = true;
+  return r;
+}
+
+core::Result<std::optional<ZipMemberBytes>> ReadToVector(const Source& src, const ZipEntry& e,
+                                                         Budget& budget, uint64_t max_bytes,
+                                                         std::vector<Finding>* findings) {
+  ZipMemberBytes out;
+  auto r = ReadMember(
+      src, e, budget, max_bytes,
+      [&](std::span<const uint8_t> b) {
+        out.bytes.insert(out.bytes.end(), b.begin(), b.end());
+        return core::OkStatus();
+      },
+      findings);
+  if (!r.ok()) return r.error();
+  if (!r.value().ok) return std::optional<ZipMemberBytes>();
+  out.whole = r.value().whole;
+  return std::optional<ZipMemberBytes>(std::move(out));
+}
+
+}  // namespace
+
+core::Result<std::optional<ZipMemberBytes>> ExtractZipMember(const Source& src,
+                                                             const ZipEntry& entry, Budget& budget,
+                                                             std::vector<Finding>* findings) {
+  return ReadToVector(src, entry, budget, UINT64_MAX, findings);
+}
+
+core::Result<std::optional<ZipMemberBytes>> ReadZipMemberPrefix(const Source& src,
+                                                                const ZipEntry& entry,
+                                                                Budget& budget, uint64_t max_bytes,
+                                                                std::vector<Finding>* findings) {
+  return ReadToVector(src, entry, budget, max_bytes, findings);
+}
+
+core::Result<ZipMemberSource> OpenZipMemberSource(const Source& src, const ZipEntry& e,
+                                                  Budget& budget, std::vector<Finding>* findings) {
+  ZipMemberSource out;
+  if (e.usable && e.method == 0 && !(e.flags & (kFlagEncrypted | kFlagStrongEncryption))) {
+    if (auto c = budget.ChargeMember(e.data_offset); !c.ok()) {
+      findings->push_back(c.TakeFinding());
+      return out;
+    }
+    out.source = std::make_unique<SliceSource>(src, e.data_offset, e.compressed_bytes);
+    return out;
+  }
+  auto spool = Spool::Create("modelgate-zip-member");
+  if (!spool.ok()) return spool.error();
+  std::unique_ptr<Spool> s = std::move(spool).value();
+  auto r = ReadMember(
+      src, e, budget, UINT64_MAX, [&](std::span<const uint8_t> b) { return s->Append(b); },
+      findings);
+  if (!r.ok()) return r.error();
+  if (!r.value().ok) return out;
+  if (auto sealed = s->Seal(); !sealed.ok()) return sealed.error();
+  out.whole = r.value().whole;
+  out.source = std::move(s);
+  return out;
 }
 
 core::Result<std::optional<std::vector<uint8_t>>> ExtractZipMember(
@@ -433,85 +648,16 @@ core::Result<std::optional<std::vector<uint8_t>>> ExtractZipMember(
         e.data_offset, e.name);
     return Out{};
   }
-  auto raw = src.ReadVec(e.data_offset, e.compressed_bytes);
-  if (!raw.ok()) {
-    if (IsIo(raw.error())) return raw.error();
-    Add(findings, "MG-ZIP-OUT-OF-BOUNDS", Severity::kHigh, raw.error().message, e.data_offset, e.name);
-    return Out{};
-  }
-  std::vector<uint8_t> out;
-  if (e.method == 0) {
-    if (e.compressed_bytes != e.uncompressed_bytes) {
-      Add(findings, "MG-ZIP-FIELD-MISMATCH", Severity::kHigh,
-          "stored member " + core::Quoted(e.name) + " has different compressed and "
-          "uncompressed sizes", e.central_offset, e.name);
-    }
-    out = std::move(raw).value();
-  } else if (e.method == 8) {
-    // Inflate in chunks, growing with real output (never sized by the claim),
-    // and stop one byte past the declared size: more is a lie or a bomb.
-    z_stream zs{};
-    if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) {
-      return core::Error{core::Code::kIoRead, e.data_offset, "zlib initialisation failed"};
-    }
-    const auto& in = raw.value();
-    uint64_t consumed = 0;
-    uint8_t chunk[1 << 16];
-    int rc = Z_OK;
-    bool too_long = false;
-    while (rc != Z_STREAM_END) {
-      if (zs.avail_in == 0 && consumed < in.size()) {
-        const uint64_t n = std::min<uint64_t>(in.size() - consumed, 1u << 30);
-        zs.next_in = const_cast<Bytef*>(in.data() + consumed);
-        zs.avail_in = static_cast<uInt>(n);
-        consumed += n;
-      }
-      zs.next_out = chunk;
-      zs.avail_out = sizeof chunk;
-      rc = inflate(&zs, Z_NO_FLUSH);
-      const size_t got = sizeof chunk - zs.avail_out;
-      if (out.size() + got > e.uncompressed_bytes) {
-        too_long = true;
-        out.insert(out.end(), chunk, chunk + (e.uncompressed_bytes - out.size()));
-        break;
-      }
-      out.insert(out.end(), chunk, chunk + got);
-      if (rc != Z_OK && rc != Z_STREAM_END) break;
-      if (rc == Z_OK && got == 0 && zs.avail_in == 0 && consumed == in.size()) break;  // truncated
-    }
-    inflateEnd(&zs);
-    if (too_long) {
-      Add(findings, "MG-ZIP-FIELD-MISMATCH", Severity::kHigh,
-          "member " + core::Quoted(e.name) + " inflates past its declared size",
-          e.data_offset, e.name);
-    } else if (rc != Z_STREAM_END) {
-      Add(findings, "MG-ZIP-MALFORMED", Severity::kHigh,
-          "member " + core::Quoted(e.name) + " is not a complete deflate stream", e.data_offset,
-          e.name);
-      return Out{};
-    } else if (out.size() < e.uncompressed_bytes) {
-      Add(findings, "MG-ZIP-FIELD-MISMATCH", Severity::kHigh,
-          "member " + core::Quoted(e.name) + " inflates to fewer bytes than declared",
-          e.data_offset, e.name);
-    }
-  } else {
-    Add(findings, "MG-ZIP-UNSUPPORTED-METHOD", Severity::kHigh,
-        "member " + core::Quoted(e.name) + " uses compression method " +
-            std::to_string(e.method) + ", which cannot be analyzed",
-        e.central_offset, e.name);
-    return Out{};
-  }
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (size_t done = 0; done < out.size();) {  // crc32 takes uInt lengths
-    const size_t n = std::min<size_t>(out.size() - done, 1u << 30);
-    crc = crc32(crc, out.data() + done, static_cast<uInt>(n));
-    done += n;
-  }
-  if (crc != e.crc32) {
-    Add(findings, "MG-ZIP-BAD-CRC", Severity::kHigh,
-        "member " + core::Quoted(e.name) + " fails its CRC-32 check", e.data_offset, e.name);
-  }
-  return Out{std::move(out)};
+  BudgetLimits limits;
+  limits.max_total_decompressed_bytes = UINT64_MAX;
+  limits.max_member_bytes = max_bytes;
+  limits.max_expansion_ratio = UINT64_MAX;
+  limits.max_members = UINT64_MAX;
+  Budget budget(limits);
+  auto m = ExtractZipMember(src, e, budget, findings);
+  if (!m.ok()) return m.error();
+  if (!m.value()) return Out{};
+  return Out{std::move(m.value()->bytes)};
 }
 
 }  // namespace modelgate::scanner
