@@ -81,8 +81,13 @@ core::Result<core::Sha256Digest> FileSha256(const std::string& path, bool follow
                                             const core::HashOptions& hash) {
   auto file = core::OpenRegularFile(path, follow_symlink);
   if (!file.ok()) return file.error();
-  core::ByteRange all{0, file.value().size};
-  auto digests = core::HashRanges(file.value().fd, std::span<const core::ByteRange>(&all, 1), hash);
+  return FileSha256(file.value().fd, file.value().size, hash);
+}
+
+core::Result<core::Sha256Digest> FileSha256(int fd, uint64_t size_bytes,
+                                            const core::HashOptions& hash) {
+  core::ByteRange all{0, size_bytes};
+  auto digests = core::HashRanges(fd, std::span<const core::ByteRange>(&all, 1), hash);
   if (!digests.ok()) return digests.error();
   return digests.value().at(0);
 }

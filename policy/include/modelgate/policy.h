@@ -163,6 +163,12 @@ bool NeedsFileSha256(const Policy& policy);
 // followed only when `follow_symlink`, as for a path named on the command line).
 core::Result<core::Sha256Digest> FileSha256(const std::string& path, bool follow_symlink = false,
                                             const core::HashOptions& hash = {});
+// FileSha256 over a descriptor: the SHA-256 of the `size_bytes` bytes of the
+// regular file open at `fd` (pread through core::HashRanges; the fd's
+// position is untouched). A verdict hashes the fd it scanned, never a
+// reopened path; a file that shrinks meanwhile is kIoChanged.
+core::Result<core::Sha256Digest> FileSha256(int fd, uint64_t size_bytes,
+                                            const core::HashOptions& hash = {});
 
 enum class Decision : uint8_t { kPass, kReject, kError };
 // DecisionName: "pass" | "reject" | "error" (the report's verdict).
