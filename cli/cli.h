@@ -31,6 +31,9 @@ struct FileReport {
   scanner::FileScan scan;
   Verdict verdict = Verdict::kPass;
   SignatureReport signature;
+  // The Hugging Face cache blob judged under scan.path (Target::blob); the
+  // JSON `target` field. Empty for every other file.
+  std::string target;
 };
 
 struct Summary {
@@ -60,20 +63,42 @@ struct Target {
   // Size of a regular file as the walk's stat saw it (the progress line's
   // total; display only, the scan opens and measures the file itself).
   uint64_t size_bytes = 0;
+  // Set when `path` is a link in a Hugging Face cache snapshot
+  // (models--X/snapshots/<rev>/...) that resolves to a regular file directly
+  // in models--X/blobs/: that blob's real path, which is opened (O_NOFOLLOW)
+  // and judged in the link's name. Empty for every other target.
+  std::string blob{};
 };
 
 // ExpandPaths turns command-line paths into files: directories are walked
-// recursively in sorted order, never following a symlink out of the tree.
+// recursively in sorted order, never following a symlink out of the tree
+// (except a Hugging Face snapshot link into its own repository's blobs/).
 std::vector<Target> ExpandPaths(const std::vector<std::string>& paths);
 
 class Progress;
 struct CommonOptions;
 // RunFiles expands opts.paths and judges each target with `one`, in order,
 // with a progress line on stderr when stderr is a terminal and -q is not
-// given. `one` gets that line (null when none is drawn) to name its phases
-// and feed hashing progress (Progress::Phase, Progress::Hashed).
-using JudgeFn = std::function<FileReport(const Target&, Progress*)>;
+// given. One verdict reads one descriptor: RunFiles opens each file target
+// once (OpenTarget) and hands `one` that open file, which every read of the
+// verdict (scan, signature, file SHA-256) must use; it never reopens the
+// path. After `one`, RunFiles re-checks the file (TargetUnchanged): a change
+// makes the verdict "error" with MG-IO-CHANGED. `file` is null when the walk
+// already judged the target (WalkFindings); a target that cannot be opened
+// is an error report without calling `one`. `one` gets the progress line
+// (null when none is drawn) to name its phases and feed hashing progress
+// (Progress::Phase, Progress::Hashed).
+using JudgeFn = std::function<FileReport(const Target&, const core::OpenedFile* file, Progress*)>;
 Report RunFiles(const CommonOptions& opts, const JudgeFn& one);
+
+// OpenTarget opens what `target` names, once: its path (a final symlink
+// followed only for a path named on the command line) or, for a Hugging
+// Face snapshot link, its blob with O_NOFOLLOW. Only regular files.
+core::Result<core::OpenedFile> OpenTarget(const Target& target);
+// TargetUnchanged is the identity re-check before a verdict: the open file
+// is unchanged (core::CheckUnchanged) and the name still leads to that inode
+// (for a snapshot link, still to the same blob). Else kIoChanged.
+core::Status TargetUnchanged(const Target& target, const core::OpenedFile& file);
 
 // WalkFindings fills `fr` from the walk's own judgement of `target` (a
 // symlink out of the tree, a special file) and returns true; false when

@@ -22,23 +22,24 @@ Verdict FromDecision(policy::Decision d) {
   return Verdict::kError;
 }
 
-FileReport CheckOne(const Target& target, const policy::Policy& p,
+// CheckOne judges one target under the policy. The scan, the signature and
+// the file SHA-256 all read `file` (null when the walk judged the target):
+// a file swapped between them cannot lend one file's signature or exception
+// to another's findings.
+FileReport CheckOne(const Target& target, const core::OpenedFile* file, const policy::Policy& p,
                     const scanner::ScanOptions& scan_options,
                     std::span<const signer::PublicKey> keys, const policy::Date& today,
                     Progress* progress) {
   FileReport fr;
-  if (!WalkFindings(target, &fr)) {
-    fr.scan = scanner::ScanFile(target.path, target.follow_symlink, scan_options);
-  }
+  if (!WalkFindings(target, &fr)) fr.scan = scanner::ScanOpened(*file, target.path, scan_options);
   core::HashOptions hash;
   if (progress) hash.progress = progress->Hashed();
   std::optional<signer::VerifyResult> verify;
-  if (!fr.scan.io_error && fr.scan.format == scanner::Format::kSafetensors) {
+  if (file && !fr.scan.io_error && fr.scan.format == scanner::Format::kSafetensors) {
     signer::VerifyOptions vo = policy::VerifyOptionsFor(p);
-    vo.follow_symlink = target.follow_symlink;
     vo.hash = hash;
     if (progress) progress->Phase("hashing");
-    auto v = signer::VerifyFile(target.path, keys, vo);
+    auto v = signer::VerifyFd(file->fd, file->size, keys, vo);
     if (!v.ok()) {
       fr.scan.io_error = true;
       fr.scan.findings.push_back(scanner::FindingFromError(v.error()));
@@ -47,10 +48,23 @@ FileReport CheckOne(const Target& target, const policy::Policy& p,
     }
   }
   std::optional<core::Sha256Digest> sha;
-  if (!fr.scan.io_error && policy::NeedsFileSha256(p)) {
+  if (file && !fr.scan.io_error && policy::NeedsFileSha256(p)) {
     if (progress) progress->Phase("sha-256");  // for exceptions pinned to it
-    auto h = policy::FileSha256(target.path, target.follow_symlink, hash);
-    if (h.ok()) sha = h.value();
+    auto h = policy::FileSha256(file->fd, file->size, hash);
+    if (h.ok()) {
+      sha = h.value();
+    } else {
+      // An exception may hinge on this digest: without it, no verdict.
+      fr.scan.io_error = true;
+      fr.scan.findings.push_back(scanner::FindingFromError(h.error()));
+    }
+  }
+  if (file) {
+    // Before the policy decides: what was read is still this file.
+    if (auto same = TargetUnchanged(target, *file); !same.ok()) {
+      fr.scan.io_error = true;
+      fr.scan.findings.push_back(scanner::FindingFromError(same.error()));
+    }
   }
   policy::Verdict v = policy::Evaluate(p, fr.scan, verify, sha, today);
   fr.verdict = FromDecision(v.decision);
@@ -75,9 +89,10 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
   }
   const std::vector<signer::PublicKey> keys = policy::TrustedKeys(p.value());
   const policy::Date today = policy::Today();
-  Report report = RunFiles(opts, [&](const Target& target, Progress* progress) {
-    return CheckOne(target, p.value(), scan_options.value(), keys, today, progress);
-  });
+  Report report =
+      RunFiles(opts, [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
+        return CheckOne(target, file, p.value(), scan_options.value(), keys, today, progress);
+      });
   return EmitReport(report, opts);
 }
 

@@ -48,11 +48,9 @@ int RunScan(const std::vector<std::string>& args) {
 
   scanner::ScanOptions scan_options;
   if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;
-  Report report = RunFiles(opts, [&](const Target& target, Progress*) {
+  Report report = RunFiles(opts, [&](const Target& target, const core::OpenedFile* file, Progress*) {
     FileReport fr;
-    if (!WalkFindings(target, &fr)) {
-      fr.scan = scanner::ScanFile(target.path, target.follow_symlink, scan_options);
-    }
+    if (!WalkFindings(target, &fr)) fr.scan = scanner::ScanOpened(*file, target.path, scan_options);
     fr.verdict = Judge(fr.scan, opts.fail_on);
     return fr;
   });

@@ -31,23 +31,18 @@ scanner::Format SniffFormat(const core::OpenedFile& f, const std::string& path) 
   return scanner::DetectFormat(head, f.size, slash == std::string::npos ? path : path.substr(slash + 1));
 }
 
-FileReport VerifyOne(const Target& target, std::span<const signer::PublicKey> trusted,
-                     Progress* progress) {
+// VerifyOne checks the embedded signature of the file RunFiles opened for
+// `target` (`file`, null when the walk judged it), from that descriptor.
+FileReport VerifyOne(const Target& target, const core::OpenedFile* file,
+                     std::span<const signer::PublicKey> trusted, Progress* progress) {
   FileReport fr;
   fr.scan.path = target.path;
   if (WalkFindings(target, &fr)) {
     fr.verdict = target.walk_error ? Verdict::kError : Verdict::kReject;
     return fr;
   }
-  auto opened = core::OpenRegularFile(target.path, target.follow_symlink);
-  if (!opened.ok()) {
-    fr.scan.io_error = true;
-    fr.scan.findings.push_back(scanner::FindingFromError(opened.error()));
-    fr.verdict = Verdict::kError;
-    return fr;
-  }
-  fr.scan.size = opened.value().size;
-  fr.scan.format = SniffFormat(opened.value(), target.path);
+  fr.scan.size = file->size;
+  fr.scan.format = SniffFormat(*file, target.path);
   if (fr.scan.format != scanner::Format::kSafetensors) {
     fr.signature.status = "missing";
     fr.scan.findings.push_back(scanner::MakeFinding(
@@ -58,12 +53,11 @@ FileReport VerifyOne(const Target& target, std::span<const signer::PublicKey> tr
     return fr;
   }
   signer::VerifyOptions options;
-  options.follow_symlink = target.follow_symlink;
   if (progress) {
     options.hash.progress = progress->Hashed();
     progress->Phase("hashing");
   }
-  auto r = signer::VerifyFile(target.path, trusted, options);
+  auto r = signer::VerifyFd(file->fd, file->size, trusted, options);
   if (!r.ok()) {
     fr.scan.io_error = true;
     fr.scan.findings.push_back(scanner::FindingFromError(r.error()));
@@ -164,9 +158,10 @@ int RunVerify(const std::vector<std::string>& args) {
     k.value().name = p;
     trusted.push_back(std::move(k).value());
   }
-  Report report = RunFiles(opts, [&](const Target& target, Progress* progress) {
-    return VerifyOne(target, trusted, progress);
-  });
+  Report report =
+      RunFiles(opts, [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
+        return VerifyOne(target, file, trusted, progress);
+      });
   return EmitReport(report, opts);
 }
 

@@ -63,6 +63,7 @@ std::string RenderJson(const Report& report) {
     const auto& s = f.scan;
     ordered_json j;
     j["path"] = s.path;
+    if (!f.target.empty()) j["target"] = f.target;  // the HF cache blob judged under `path`
     j["format"] = std::string(scanner::FormatName(s.format));
     j["size"] = s.size;
     j["verdict"] = VerdictName(f.verdict);

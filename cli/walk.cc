@@ -1,11 +1,13 @@
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "cli.h"
 #include "options.h"
@@ -36,6 +38,67 @@ std::string Join(const std::string& dir, const std::string& name) {
 
 scanner::Finding Walk(std::string id, core::Severity sev, std::string message) {
   return scanner::MakeFinding(std::move(id), sev, std::move(message));
+}
+
+std::string ParentOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// HfRepoOf returns R when the real directory `dir` lies inside
+// R/snapshots/<rev>/ and R's last component is "models--<name>" (the
+// innermost such R), else "". `dir` must be a realpath.
+std::string HfRepoOf(const std::string& dir) {
+  std::vector<std::string> parts;
+  for (size_t at = 1; at <= dir.size();) {
+    size_t next = dir.find('/', at);
+    if (next == std::string::npos) next = dir.size();
+    if (next > at) parts.push_back(dir.substr(at, next - at));
+    at = next + 1;
+  }
+  constexpr std::string_view kPrefix = "models--";
+  for (size_t i = parts.size(); i-- > 0;) {
+    if (i + 2 < parts.size() && parts[i].size() > kPrefix.size() &&
+        parts[i].compare(0, kPrefix.size(), kPrefix) == 0 && parts[i + 1] == "snapshots") {
+      std::string repo;
+      for (size_t k = 0; k <= i; ++k) repo += "/" + parts[k];
+      return repo;
+    }
+  }
+  return {};
+}
+
+// HfBlob returns the blob a Hugging Face cache link resolves to, or "" when
+// `link` is not such a link. The Hub's cache stores each file once in
+// models--X/blobs/<hash> and lists a revision as relative links in
+// models--X/snapshots/<rev>/; a loader reading the snapshot reads the blob.
+// Accepted only when: the link's own directory lies in R/snapshots/<rev>/
+// of a repository R (HfRepoOf); the link's text, read once, names an entry
+// whose directory resolves to R/blobs, itself a real directory; and that
+// entry is a regular file, not another link. Anything else keeps the
+// ordinary symlink rules.
+std::string HfBlob(const std::string& link, uint64_t* size_bytes) {
+  const std::string dir = RealPath(ParentOf(link));
+  if (dir.empty()) return {};
+  const std::string repo = HfRepoOf(dir);
+  if (repo.empty()) return {};
+  char text[PATH_MAX];
+  const ssize_t n = ::readlink(link.c_str(), text, sizeof text);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof text) return {};
+  const std::string raw(text, static_cast<size_t>(n));
+  const std::string candidate = raw[0] == '/' ? raw : dir + "/" + raw;
+  const std::string name = candidate.substr(candidate.rfind('/') + 1);
+  if (name.empty() || name == "." || name == "..") return {};
+  const std::string blobs = repo + "/blobs";
+  struct stat st {};
+  if (::lstat(blobs.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
+  if (RealPath(ParentOf(candidate)) != blobs) return {};
+  const std::string blob = blobs + "/" + name;
+  if (::lstat(blob.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+  if (RealPath(link) != blob) return {};  // the kernel's reading agrees
+  *size_bytes = static_cast<uint64_t>(st.st_size);
+  return blob;
 }
 
 void WalkDir(const std::string& dir, const std::string& root_real, int depth,
@@ -76,8 +139,15 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
     } else if (S_ISREG(st.st_mode)) {
       out->push_back(Target{path, false, {}, false, static_cast<uint64_t>(st.st_size)});
     } else if (S_ISLNK(st.st_mode)) {
-      // A loader following this link reads whatever it points at. Inside the
-      // tree the target is scanned in its own right; outside, it is not.
+      // A loader following this link reads whatever it points at. A Hugging
+      // Face snapshot link is judged as its blob, in the link's name. Other
+      // links: inside the tree the target is scanned in its own right;
+      // outside, it is not.
+      uint64_t blob_bytes = 0;
+      if (std::string blob = HfBlob(path, &blob_bytes); !blob.empty()) {
+        out->push_back(Target{path, false, {}, false, blob_bytes, std::move(blob)});
+        continue;
+      }
       std::string target = RealPath(path);
       Target t{path, false, {}, false};
       if (target.empty()) {
@@ -127,14 +197,62 @@ bool WalkFindings(const Target& target, FileReport* fr) {
   return true;
 }
 
+core::Result<core::OpenedFile> OpenTarget(const Target& target) {
+  if (!target.blob.empty()) return core::OpenRegularFile(target.blob, /*follow_symlink=*/false);
+  return core::OpenRegularFile(target.path, target.follow_symlink);
+}
+
+core::Status TargetUnchanged(const Target& target, const core::OpenedFile& file) {
+  if (auto same = core::CheckUnchanged(file); !same.ok()) return same;
+  // The name must still lead to the inode judged: a rename over the path
+  // after the open would attach this verdict to another file.
+  const std::string& name = target.blob.empty() ? target.path : target.blob;
+  struct stat st {};
+  const int rc = target.blob.empty() && target.follow_symlink ? ::stat(name.c_str(), &st)
+                                                                : ::lstat(name.c_str(), &st);
+  std::string what;
+  if (rc != 0) {
+    what = std::string("the path no longer resolves: ") + std::strerror(errno);
+  } else if (static_cast<uint64_t>(st.st_dev) != file.dev ||
+             static_cast<uint64_t>(st.st_ino) != file.ino) {
+    what = "the path now names another file";
+  } else if (!target.blob.empty() && RealPath(target.path) != target.blob) {
+    what = "the snapshot link now leads elsewhere";
+  }
+  if (what.empty()) return core::OkStatus();
+  return core::Error{core::Code::kIoChanged, core::kNoOffset,
+                     "file changed while being judged (" + what + ")"};
+}
+
 Report RunFiles(const CommonOptions& opts, const JudgeFn& one) {
   const std::vector<Target> targets = ExpandPaths(opts.paths);
   std::unique_ptr<Progress> progress = StderrProgress(opts.quiet, targets);
   Report report;
   report.files.reserve(targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
-    if (progress) progress->StartFile(i, targets[i].path);
-    report.files.push_back(one(targets[i], progress.get()));
+    const Target& target = targets[i];
+    if (progress) progress->StartFile(i, target.path);
+    FileReport fr;
+    if (!target.walk_findings.empty() || target.walk_error) {
+      fr = one(target, nullptr, progress.get());
+    } else if (auto opened = OpenTarget(target); !opened.ok()) {
+      fr.scan.path = target.path;
+      fr.scan.io_error = true;
+      fr.scan.findings.push_back(scanner::FindingFromError(opened.error()));
+      fr.verdict = Verdict::kError;
+    } else {
+      fr = one(target, &opened.value(), progress.get());
+      const bool seen = std::any_of(fr.scan.findings.begin(), fr.scan.findings.end(),
+                                    [](const scanner::Finding& f) { return f.id == "MG-IO-CHANGED"; });
+      if (auto same = TargetUnchanged(target, opened.value()); !same.ok() && !seen) {
+        // What was read need not be one file's bytes: no verdict on them.
+        fr.scan.io_error = true;
+        fr.scan.findings.push_back(scanner::FindingFromError(same.error()));
+        fr.verdict = Verdict::kError;
+      }
+    }
+    fr.target = target.blob;
+    report.files.push_back(std::move(fr));
     if (progress) progress->EndFile();
   }
   if (progress) progress->Finish();  // erased before the report is written
