@@ -9,6 +9,7 @@ modelgate.report/v1 document, and the text report's lines. Prints
 "N passed, M failed" and exits non-zero on any failure.
 """
 import fcntl
+import hashlib
 import json
 import os
 import pty
@@ -623,6 +624,108 @@ def extra_report_files_from_one_pass(d):
         eq(json.load(f)["files"][0]["findings"][0]["id"], "MG-ST-OVERLAP", "json file")
     with open(sf) as f:
         eq(json.load(f)["runs"][0]["results"][0]["ruleId"], "MG-ST-OVERLAP", "sarif file")
+
+
+# ---- Hugging Face cache layout (issue 9 point 6; helper H4) -----------------
+# A link in models--X/snapshots/<rev>/ that resolves to a regular file
+# directly in models--X/blobs/ is judged as that blob, reported under the
+# link's path with the blob as "target"; every other link keeps the walk's
+# rules (out of the tree or dangling: MG-FS-SYMLINK-ESCAPE).
+
+
+def hf_repo(d, name, blobs):
+    """hub/models--NAME with blobs/<sha256 of content> for each content."""
+    repo = os.path.join(d, "hub", "models--" + name)
+    paths = {}
+    for key, data in blobs.items():
+        paths[key] = write(repo, "blobs/" + hashlib.sha256(data).hexdigest(), data)
+    return repo, paths
+
+
+def hf_link(repo, rel, target):
+    link = os.path.join(repo, "snapshots", "rev0", rel)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    os.symlink(target, link)
+    return link
+
+
+@test
+def hf_cache_snapshot_links_are_judged_as_their_blobs(d):
+    repo, blob = hf_repo(d, "org--m", {"good": GOOD, "bad": OVERLAP, "pk": PICKLE})
+    rel = lambda key, depth=2: "../" * depth + "blobs/" + os.path.basename(blob[key])  # noqa: E731
+    hf_link(repo, "model.safetensors", rel("good"))
+    hf_link(repo, "bad.safetensors", rel("bad"))
+    hf_link(repo, "pytorch_model.bin", rel("pk"))
+    hf_link(repo, "sub/nested.safetensors", rel("good", 3))
+    hf_link(repo, "absolute.safetensors", blob["good"])
+    snap = os.path.join(repo, "snapshots", "rev0")
+    code, doc, _ = scan_json(snap)
+    eq(code, 1, "exit: the overlap and the pickle are rejected")
+    by = {os.path.relpath(f["path"], snap): f for f in doc["files"]}
+    eq(sorted(by), ["absolute.safetensors", "bad.safetensors", "model.safetensors",
+                    "pytorch_model.bin", "sub/nested.safetensors"], "one entry per link")
+    for name in ("model.safetensors", "sub/nested.safetensors", "absolute.safetensors"):
+        f = by[name]
+        eq((f["verdict"], f["format"], f["size"], f["target"]),
+           ("pass", "safetensors", len(GOOD), blob["good"]), name)
+        eq(f.get("tensors"), 2, name + " tensors")
+    eq((by["bad.safetensors"]["verdict"], by["bad.safetensors"]["target"]),
+       ("reject", blob["bad"]), "bad verdict")
+    eq(ids(by["bad.safetensors"])[0], "MG-ST-OVERLAP", "bad judged by content")
+    eq(by["pytorch_model.bin"]["verdict"], "reject", "pickle blob rejected")
+    eq(by["pytorch_model.bin"]["format"], "pickle", "pickle blob format")
+    # Scanning the whole repository: the blobs are also judged under their
+    # own names, and nothing else gets a target.
+    code, doc, _ = scan_json(repo)
+    eq(code, 1, "repo exit")
+    names = {os.path.relpath(f["path"], repo): f for f in doc["files"]}
+    eq(names["blobs/" + os.path.basename(blob["good"])]["verdict"], "pass", "blob itself")
+    eq("target" in names["blobs/" + os.path.basename(blob["good"])], False, "no target on a blob")
+    eq(names["snapshots/rev0/model.safetensors"]["target"], blob["good"], "target in repo scan")
+    # check under a policy judges the blob too (signatures required: missing).
+    pol = write(d, "p.yaml", b"apiVersion: modelgate/v1\nkind: Policy\nfailOn: high\n")
+    code, out, _ = run("check", "--policy", pol, "-f", "json",
+                       os.path.join(snap, "model.safetensors"), os.path.join(snap, "sub"))
+    eq(code, 0, "check of a named link and of a snapshot subdirectory: " + out)
+    files = json.loads(out)["files"]
+    eq([f["verdict"] for f in files], ["pass", "pass"], "check verdicts")
+    eq("target" in files[0], False, "a link named on the command line is followed, no target")
+    eq(files[1]["target"], blob["good"], "walked snapshot link has its target")
+
+
+@test
+def hf_cache_links_elsewhere_keep_the_symlink_rules(d):
+    outside = write(d, "outside.safetensors", GOOD)
+    repo, blob = hf_repo(d, "org--m", {"good": GOOD})
+    other, other_blob = hf_repo(d, "org--other", {"good": GOOD})
+    # A "blob" that is itself a link (to a file out of the cache).
+    os.symlink(outside, os.path.join(repo, "blobs", "linked"))
+    escapes = {
+        "other-repo.safetensors": "../../../models--org--other/blobs/" +
+                                  os.path.basename(other_blob["good"]),
+        "out-of-cache.safetensors": outside,
+        "blob-is-a-link.safetensors": "../../blobs/linked",
+        "dotdot.safetensors": "../../blobs/../../../outside.safetensors",
+        "dangling.safetensors": "../../blobs/missing",
+    }
+    for name, target in escapes.items():
+        hf_link(repo, name, target)
+    # Not under snapshots/<rev>/: ordinary in-tree link, scanned where it points.
+    os.symlink("blobs/" + os.path.basename(blob["good"]), os.path.join(repo, "top.safetensors"))
+    # Under snapshots/ but not in a revision directory.
+    os.symlink("../blobs/" + os.path.basename(blob["good"]),
+               os.path.join(repo, "snapshots", "loose.safetensors"))
+    code, doc, _ = scan_json(repo)
+    eq(code, 1, "exit")
+    by = {os.path.relpath(f["path"], repo): f for f in doc["files"]}
+    for name in escapes:
+        f = by["snapshots/rev0/" + name]
+        eq((f["verdict"], ids(f)), ("reject", ["MG-FS-SYMLINK-ESCAPE"]), name)
+        eq("target" in f, False, name + " has no target")
+    for name in ("top.safetensors", "snapshots/loose.safetensors"):
+        eq((by[name]["verdict"], ids(by[name])), ("pass", ["MG-FS-SYMLINK"]), name)
+        eq("target" in by[name], False, name + " has no target")
+    eq(ids(by["blobs/linked"]), ["MG-FS-SYMLINK-ESCAPE"], "the linked blob itself")
 
 
 if __name__ == "__main__":
