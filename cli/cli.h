@@ -116,6 +116,11 @@ std::string RenderSarif(const Report& report);  // SARIF 2.1.0 for code scanning
 // with escapes, so a hostile file name cannot forge report lines.
 std::string DisplayPath(const std::string& path);
 
+// NameBytes is "" when `name` is UTF-8, else its raw bytes in lowercase hex:
+// the JSON reports' `<field>_bytes` (path_bytes, member_bytes, ...), written
+// only then, beside `<field>` as core::EscapeInvalidUtf8 renders it.
+std::string NameBytes(const std::string& name);
+
 // WriteOutput writes `text` to `out_path` atomically, or to stdout when
 // empty. Returns false (after a message on stderr) on failure.
 bool WriteOutput(const std::string& out_path, const std::string& text);

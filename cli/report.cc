@@ -53,6 +53,22 @@ std::string DisplayPath(const std::string& path) {
   return q;
 }
 
+std::string NameBytes(const std::string& name) {
+  if (core::IsUtf8(name)) return "";
+  return core::HexLower({reinterpret_cast<const uint8_t*>(name.data()), name.size()});
+}
+
+namespace {
+
+// PutName sets o[key] to `name`; a name that is not UTF-8 goes in escaped,
+// never as U+FFFD (two such paths would meet), with its exact bytes beside it.
+void PutName(nlohmann::ordered_json& o, const std::string& key, const std::string& name) {
+  o[key] = core::EscapeInvalidUtf8(name);
+  if (std::string hex = NameBytes(name); !hex.empty()) o[key + "_bytes"] = std::move(hex);
+}
+
+}  // namespace
+
 std::string RenderJson(const Report& report) {
   using nlohmann::ordered_json;
   ordered_json doc;
@@ -62,8 +78,8 @@ std::string RenderJson(const Report& report) {
   for (const auto& f : report.files) {
     const auto& s = f.scan;
     ordered_json j;
-    j["path"] = s.path;
-    if (!f.target.empty()) j["target"] = f.target;  // the HF cache blob judged under `path`
+    PutName(j, "path", s.path);
+    if (!f.target.empty()) PutName(j, "target", f.target);  // the HF cache blob judged under `path`
     j["format"] = std::string(scanner::FormatName(s.format));
     j["size"] = s.size;
     j["verdict"] = VerdictName(f.verdict);
@@ -74,7 +90,7 @@ std::string RenderJson(const Report& report) {
       x["severity"] = std::string(core::SeverityName(fd.severity));
       x["message"] = fd.message;
       if (fd.offset != core::kNoOffset) x["offset"] = fd.offset;
-      if (!fd.member.empty()) x["member"] = fd.member;
+      if (!fd.member.empty()) PutName(x, "member", fd.member);
       if (fd.member_offset != core::kNoOffset) x["member_offset"] = fd.member_offset;
       if (!fd.opcode.empty()) x["opcode"] = fd.opcode;
       if (!fd.global.empty()) x["global"] = fd.global;
@@ -96,7 +112,8 @@ std::string RenderJson(const Report& report) {
                     {"passed", report.summary.passed},
                     {"rejected", report.summary.rejected},
                     {"errors", report.summary.errors}};
-  // Invalid UTF-8 in a path or name becomes U+FFFD rather than an exception.
+  // Invalid UTF-8 left in a message or global becomes U+FFFD rather than an
+  // exception.
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -515,7 +515,10 @@ std::string RenderSarif(const Report& report) {
       props["severity"] = std::string(core::SeverityName(fd.severity));
       if (const char* score = SecuritySeverity(fd.severity)) props["security-severity"] = score;
       if (fd.offset != core::kNoOffset) props["offset"] = fd.offset;
-      if (!fd.member.empty()) props["member"] = fd.member;
+      if (!fd.member.empty()) {  // as in the JSON report: escaped, raw bytes beside
+        props["member"] = core::EscapeInvalidUtf8(fd.member);
+        if (std::string hex = NameBytes(fd.member); !hex.empty()) props["member_bytes"] = hex;
+      }
       if (fd.member_offset != core::kNoOffset) props["member_offset"] = fd.member_offset;
       if (!fd.opcode.empty()) props["opcode"] = fd.opcode;
       if (!fd.global.empty()) props["global"] = fd.global;
@@ -550,8 +553,8 @@ std::string RenderSarif(const Report& report) {
   doc["$schema"] = "https://json.schemastore.org/sarif-2.1.0.json";
   doc["version"] = "2.1.0";
   doc["runs"] = ordered_json::array({std::move(run)});
-  // Invalid UTF-8 in a message, member or global becomes U+FFFD rather than
-  // an exception.
+  // Invalid UTF-8 left in a message or global becomes U+FFFD rather than an
+  // exception (artifact URIs percent-encode raw bytes).
   return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

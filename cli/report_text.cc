@@ -56,8 +56,11 @@ std::string FindingLine(const std::string& path, const scanner::Finding& fd, boo
   } else if (fd.offset != core::kNoOffset) {
     out += ":" + std::to_string(fd.offset);
   }
-  return out + ": " + Paint(color, fd.severity) + fd.id + " (" +
-         std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " + fd.message + "\n";
+  // Messages hold names the scanner may not have quoted (and YARA ids come
+  // from rule files): nothing in them may reach the terminal raw.
+  return out + ": " + Paint(color, fd.severity) + core::EscapeControls(fd.id) + " (" +
+         std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " +
+         core::EscapeControls(fd.message) + "\n";
 }
 
 std::string RenderText(const Report& report, bool color) {

@@ -626,6 +626,143 @@ def extra_report_files_from_one_pass(d):
         eq(json.load(f)["runs"][0]["results"][0]["ruleId"], "MG-ST-OVERLAP", "sarif file")
 
 
+# ---- Hostile names in reports (issue 9, point 8) ----------------------------
+# What the text report and inspect may print of a name: no C0 but newline,
+# no DEL, valid UTF-8 only (a lone 0x9B is CSI to an 8-bit terminal), no
+# encoded C1, no bidi control or line separator; every such name escaped.
+TERMINAL_HAZARDS = set(range(0x80, 0xA0)) | {0x061C, 0x200E, 0x200F, 0x2028, 0x2029} | \
+    set(range(0x202A, 0x202F)) | set(range(0x2066, 0x206A))
+
+
+def run_bytes(*args):
+    p = subprocess.run([MG, *args], capture_output=True, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def terminal_safe(out, what):
+    text = out.decode("utf-8")  # raises on a raw 0x80-0x9F or other invalid byte
+    for ch in text:
+        c = ord(ch)
+        if (c < 0x20 and ch != "\n") or c == 0x7F or c in TERMINAL_HAZARDS:
+            raise AssertionError(f"{what}: U+{c:04X} reached the terminal:\n{text}")
+    return text
+
+
+def must_contain(text, wants, what):
+    for w in wants:
+        if w not in text:
+            raise AssertionError(f"{what}: missing {w!r} in:\n{text}")
+
+
+# A tensor name, metadata key and value with each class (the core rejects C0
+# in names, not in metadata values).
+HOSTILE_ST = st_bytes(
+    {"__metadata__": {"k\u2066\u0085": "v\u009b2J\x1b[31m\u202e\n\x7f"},
+     "t\u009b[2J\u202etxt.exe\u200f\u2028": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}},
+    bytes(1))
+
+
+@test
+def c1_and_bidi_escaped_in_text_report_and_inspect(d):
+    # File name with a raw CSI byte, an encoded CSI and a right-to-left override.
+    p = os.path.join(os.fsencode(d), b"evil\x9b[2J\xc2\x9b\xe2\x80\xaetxt.safetensors")
+    with open(p, "wb") as f:
+        f.write(HOSTILE_ST)
+    code, out, err = run_bytes("scan", p)
+    eq(code, 0, "scan exit")
+    text = terminal_safe(out, "scan")
+    must_contain(text, ["\\x9b[2J\\u009b\\u202etxt.safetensors"], "scan path")
+    terminal_safe(err, "scan stderr")
+    code, out, err = run_bytes("inspect", p)
+    eq(code, 0, "inspect exit")
+    text = terminal_safe(out, "inspect")
+    must_contain(text, ['"t\\u009b[2J\\u202etxt.exe\\u200f\\u2028"',
+                        '"k\\u2066\\u0085": "v\\u009b2J\\x1b[31m\\u202e\\x0a\\x7f"',
+                        'file:        "' + d + '/evil\\x9b[2J\\u009b\\u202etxt.safetensors"'],
+                 "inspect names")
+    # The same names in a -f json report stay exact (JSON is not a terminal).
+    code, out, _ = run("inspect", "-f", "json", p)
+    doc = json.loads(out)
+    eq(doc["tensors"][0]["name"], "t\u009b[2J\u202etxt.exe\u200f\u2028", "tensor name in json")
+    eq(doc["metadata"], {"k\u2066\u0085": "v\u009b2J\x1b[31m\u202e\n\x7f"}, "metadata in json")
+
+
+@test
+def c1_and_bidi_escaped_in_archive_members_and_pickle_globals(d):
+    # A zip member whose name carries an encoded CSI and an RLO, and another
+    # whose name is not UTF-8 (a raw 0x9B: the name bytes are patched in).
+    z = zip_bytes([("m/\u009b[2J\u202edata.pkl", OS_SYSTEM), ("m/XXXX.pkl", OS_SYSTEM)])
+    z = z.replace(b"m/XXXX.pkl", b"m/\x9b\xff\xe2\x80.pkl")
+    p = write(d, "m.pt", z)
+    code, out, _ = run_bytes("scan", p)
+    eq(code, 1, "scan exit")
+    text = terminal_safe(out, "scan")
+    must_contain(text, ['!"m/\\u009b[2J\\u202edata.pkl"', '!"m/\\x9b\\xff\\xe2\\x80.pkl"'],
+                 "member names")
+    code, out, _ = run_bytes("inspect", p)
+    text = terminal_safe(out, "inspect")
+    must_contain(text, ['"m/\\x9b\\xff\\xe2\\x80.pkl":'], "inspect import member")
+    # Pickle globals: a module with an encoded CSI, a name with an RLO and NEL
+    # (a module name that is not UTF-8 is a malformed pickle, named without it).
+    pk = b"cos\xc2\x9b[2J\nsys\xe2\x80\xaetem\xc2\x85\n(S'id'\ntR."
+    q = write(d, "g.pkl", pk)
+    code, out, _ = run_bytes("scan", q)
+    eq(code, 1, "pickle exit")
+    text = terminal_safe(out, "scan pickle")
+    must_contain(text, ['"os\\u009b[2J.sys\\u202etem\\u0085"'], "global in a finding")
+    code, out, _ = run_bytes("inspect", q)
+    text = terminal_safe(out, "inspect pickle")
+    must_contain(text, ['"os\\u009b[2J.sys\\u202etem\\u0085"  '], "global in the imports list")
+
+
+@test
+def json_keeps_non_utf8_paths_apart_with_path_bytes(d):
+    base = os.fsencode(d)
+    names = [b"a\xff.safetensors", b"a\xfe.safetensors", b"a\\xff.safetensors", b"ok.safetensors"]
+    for n in names:
+        with open(os.path.join(base, n), "wb") as f:
+            f.write(GOOD)
+    code, out, _ = run_bytes("scan", "-f", "json", base)
+    eq(code, 0, "exit")
+    files = json.loads(out)["files"]
+    got = sorted((f["path"], f.get("path_bytes", "")) for f in files)
+    pre = d + "/"
+    # A UTF-8 path is written as it is (backslash and all) without
+    # path_bytes; a non-UTF-8 one escaped, with its bytes: (path, path_bytes)
+    # differs for any two files, and path alone among the non-UTF-8 ones.
+    eq(got, sorted([(pre + "a\\xff.safetensors", ""),
+                    (pre + "a\\xfe.safetensors", (base + b"/a\xfe.safetensors").hex()),
+                    (pre + "a\\xff.safetensors", (base + b"/a\xff.safetensors").hex()),
+                    (pre + "ok.safetensors", "")]), "paths")
+    for f in files:
+        if "path_bytes" in f:
+            eq(os.path.exists(bytes.fromhex(f["path_bytes"])), True, "path_bytes names the file")
+    # inspect -f json: the same fields.
+    code, out, _ = run_bytes("inspect", "-f", "json", os.path.join(base, b"a\xff.safetensors"))
+    doc = json.loads(out)
+    eq((doc["path"], doc["path_bytes"]),
+       (pre + "a\\xff.safetensors", (base + b"/a\xff.safetensors").hex()), "inspect path")
+    code, out, _ = run_bytes("inspect", "-f", "json", os.path.join(base, b"ok.safetensors"))
+    eq("path_bytes" in json.loads(out), False, "no path_bytes for a UTF-8 path")
+
+
+@test
+def json_keeps_non_utf8_members_apart_with_member_bytes(d):
+    z = zip_bytes([("m/XXXX.pkl", OS_SYSTEM), ("m/YYYY.pkl", OS_SYSTEM), ("m/ok.pkl", OS_SYSTEM)])
+    z = z.replace(b"m/XXXX.pkl", b"m/a\xff\\b.pkl").replace(b"m/YYYY.pkl", b"m/a\xfe\\b.pkl")
+    p = write(d, "m.pt", z)
+    code, doc, _ = scan_json(p)
+    eq(code, 1, "exit")
+    crit = [x for x in doc["files"][0]["findings"] if x["id"] == "MG-PK-CRITICAL-IMPORT"]
+    got = sorted((x["member"], x.get("member_bytes")) for x in crit)
+    eq(got, [("m/a\\xfe\\\\b.pkl", b"m/a\xfe\\b.pkl".hex()),
+             ("m/a\\xff\\\\b.pkl", b"m/a\xff\\b.pkl".hex()),
+             ("m/ok.pkl", None)], "members")
+    code, out, _ = run("inspect", "-f", "json", p)
+    got = sorted((i["member"], i.get("member_bytes")) for i in json.loads(out)["imports"])
+    eq(got[0], ("m/a\\xfe\\\\b.pkl", b"m/a\xfe\\b.pkl".hex()), "inspect import member")
+
+
 # ---- Hugging Face cache layout (issue 9 point 6; helper H4) -----------------
 # A link in models--X/snapshots/<rev>/ that resolves to a regular file
 # directly in models--X/blobs/ is judged as that blob, reported under the

@@ -1,9 +1,11 @@
 // The text table: columns shown, counts, alignment, escaping, colour.
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli.h"
 
@@ -65,4 +67,99 @@ TEST_CASE("a hostile path cannot add rows or drive the terminal, and colour come
   r.files.clear();
   r.summary = mc::Summarize(r.files);
   CHECK(mc::RenderText(r, true) == "0 files: 0 passed, 0 rejected, 0 errors\n");
+}
+
+namespace {
+
+// TerminalSafe: valid UTF-8 with no C0 but '\n', no DEL, no C1 (U+0080 to
+// U+009F) and no bidi control or line separator.
+bool TerminalSafe(const std::string& s) {
+  if (!modelgate::core::IsUtf8(s)) return false;
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<uint8_t>(s[i]);
+    uint32_t cp = c;
+    size_t len = 1;
+    if (c >= 0xF0) {
+      len = 4, cp = c & 0x07;
+    } else if (c >= 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if (c >= 0xC0) {
+      len = 2, cp = c & 0x1F;
+    }
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<uint8_t>(s[i + k]) & 0x3F);
+    i += len;
+    if ((cp < 0x20 && cp != '\n') || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F)) return false;
+    if (cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x2028 && cp <= 0x202E) ||
+        (cp >= 0x2066 && cp <= 0x2069)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Every class in one name: C0, DEL, a raw CSI byte, an encoded CSI, NEL,
+// RLO, an isolate, a mark, a line separator and a truncated sequence.
+const std::string kHostile =
+    "n\x1b[2J\x7f\x9b" "31m\xc2\x9b\xc2\x85\xe2\x80\xae\xe2\x81\xa6\xe2\x80\x8f\xe2\x80\xa8\xe2\x80";
+
+}  // namespace
+
+TEST_CASE("C1, bidi and invalid UTF-8 in a path, member, message or key name are escaped") {
+  mc::Report r;
+  auto f = File("m/" + kHostile + ".pt", mc::Verdict::kReject, {});
+  auto fd = ms::MakeFinding("MG-PK-CRITICAL-IMPORT", Severity::kCritical,
+                            "torch member \"" + kHostile + "\" imports os.system", 7,
+                            "archive/" + kHostile);
+  fd.member_offset = 3;
+  f.scan.findings.push_back(fd);
+  f.signature.status = "valid";
+  f.signature.key_ids = {"00112233445566778899aabbccddeeff"};
+  f.signature.key_names = {"k" + kHostile};
+  r.files.push_back(f);
+  r.summary = mc::Summarize(r.files);
+  for (bool color : {false, true}) {
+    std::string out = mc::RenderText(r, color);
+    if (color) {  // the report's own colours are the only escapes
+      for (const char* sgr : {"\033[1;31m", "\033[0m"}) {
+        for (size_t at; (at = out.find(sgr)) != std::string::npos;) out.erase(at, std::strlen(sgr));
+      }
+    }
+    CHECK(TerminalSafe(out));
+  }
+  const std::string escaped =
+      "n\\x1b[2J\\x7f\\x9b31m\\u009b\\u0085\\u202e\\u2066\\u200f\\u2028\\xe2\\x80";
+  const std::string out = mc::RenderText(r, false);
+  CHECK(out.find("  \"m/" + escaped + ".pt\"!\"archive/" + escaped + "\":3: MG-PK-CRITICAL-IMPORT "
+                 "(critical): torch member \"" + escaped + "\" imports os.system\n") !=
+        std::string::npos);
+  CHECK(out.find("(\"k" + escaped + "\")") != std::string::npos);
+  CHECK(Lines(out).size() == 1 + 1 + 1 + 1 + 1 + 1);
+}
+
+TEST_CASE("JSON keeps two non-UTF-8 paths apart and carries their bytes in path_bytes") {
+  mc::Report r;
+  r.files.push_back(File("d/a\xff.pkl", mc::Verdict::kPass, {}));
+  r.files.push_back(File("d/a\xfe.pkl", mc::Verdict::kPass, {}));
+  r.files.push_back(File("d/a\\xff.pkl", mc::Verdict::kPass, {}));  // valid UTF-8, as is
+  auto fd = ms::MakeFinding("MG-PK-CRITICAL-IMPORT", Severity::kCritical, "m", 1, "x\x9b\\y");
+  r.files[0].scan.findings.push_back(fd);
+  r.summary = mc::Summarize(r.files);
+  const auto doc = nlohmann::json::parse(mc::RenderJson(r));
+  const auto& files = doc["files"];
+  CHECK(files[0]["path"] == "d/a\\xff.pkl");
+  CHECK(files[0]["path_bytes"] == "642f61ff2e706b6c");
+  CHECK(files[1]["path"] == "d/a\\xfe.pkl");
+  CHECK(files[1]["path_bytes"] == "642f61fe2e706b6c");
+  CHECK(files[2]["path"] == "d/a\\xff.pkl");
+  CHECK_FALSE(files[2].contains("path_bytes"));
+  CHECK(files[0]["findings"][0]["member"] == "x\\x9b\\\\y");
+  CHECK(files[0]["findings"][0]["member_bytes"] == "789b5c79");
+  // A UTF-8 path is written as before, with no *_bytes field.
+  mc::Report plain;
+  plain.files.push_back(File("d/caf\xc3\xa9.pkl", mc::Verdict::kPass, {}));
+  plain.summary = mc::Summarize(plain.files);
+  const std::string out = mc::RenderJson(plain);
+  CHECK(out.find("\"path\": \"d/caf\xc3\xa9.pkl\",\n") != std::string::npos);
+  CHECK(out.find("_bytes") == std::string::npos);
 }

@@ -165,7 +165,7 @@ def check_sarif(doc, cwd, json_report, expect_success):
         eq(r["properties"].get("security-severity"), SEVERITY_SCORE.get(fd["severity"]),
            "result security-severity")
         check(fd["message"] in r["message"]["text"], "message text carries the finding's message")
-        for key in ("offset", "member", "member_offset"):
+        for key in ("offset", "member", "member_bytes", "member_offset"):
             eq(r["properties"].get(key), fd.get(key), f"properties.{key}")
         locs = r.get("locations", [])
         check(len(locs) >= 1, "every result has a location (GitHub rejects one without)")
@@ -179,10 +179,11 @@ def check_sarif(doc, cwd, json_report, expect_success):
             eq(art.get("uriBaseId"), "%SRCROOT%", "relative URI base")
             check(not uri.startswith("/") and ".." not in uri.split("/") and ":" not in uri,
                   f"URI {uri!r} is a plain relative path")
-        want = os.path.normpath(os.path.join(os.fsencode(cwd), f["path"].encode()))
+        # A path that is not UTF-8 is escaped in the JSON report, its bytes
+        # in path_bytes; the URI percent-encodes those bytes.
+        raw = bytes.fromhex(f["path_bytes"]) if "path_bytes" in f else f["path"].encode()
+        want = os.path.normpath(os.path.join(os.fsencode(cwd), raw))
         got = os.path.normpath(uri_path(uri, cwd))
-        if "\ufffd" in f["path"]:  # the JSON report replaced invalid UTF-8; the URI keeps the bytes
-            got = got.decode("utf-8", "replace").encode()
         eq(got, want, f"URI {uri!r} names {f['path']!r}")
         check(r["partialFingerprints"]["modelgateFinding/v1"], "fingerprint")
     fps = [r["partialFingerprints"]["modelgateFinding/v1"] for r in results]
@@ -390,6 +391,34 @@ def untrusted_text_escaped(d):
     code, doc, rep, _ = scan_both(d, "odd.pt")
     check(code in (1, 2), f"exit {code}")
     check_sarif(doc, d, rep, code != 2)
+
+
+@test
+def non_utf8_paths_and_members_stay_apart(d):
+    # Two paths differing only in an invalid byte, each a torch zip whose
+    # member name holds invalid bytes too: distinct URIs (percent-encoded
+    # bytes), member escaped with its bytes beside it, still schema-valid.
+    import io
+    for b in (b"\xff", b"\xfe"):
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr(zipfile.ZipInfo("archive/data.pkl"), EVIL_PICKLE)
+        raw = buf.getvalue().replace(b"archive/data.pkl", b"archive/" + b + b"\x9bta.pkl")
+        write(d, b"m" + b + b".pt", raw)
+    code, doc, rep, _ = scan_both(d, "m\udcff.pt".encode("utf-8", "surrogateescape"),
+                                  "m\udcfe.pt".encode("utf-8", "surrogateescape"))
+    eq(code, 1, "exit")
+    results = check_sarif(doc, d, rep, True)
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    eq(uris, {"m%FF.pt", "m%FE.pt"}, "one URI per file, raw bytes percent-encoded")
+    members = {(r["properties"]["member"], r["properties"].get("member_bytes"))
+               for r in results if "member" in r["properties"]}
+    want = set()
+    for b in (b"\xff", b"\xfe"):
+        name = b"archive/" + b + b"\x9bta.pkl"
+        want.add((name.decode("utf-8", "backslashreplace"), name.hex()))
+    eq(members, want, "members escaped, bytes in member_bytes")
+    eq(sorted(f["path"] for f in rep["files"]), ["m\\xfe.pt", "m\\xff.pt"], "JSON paths")
 
 
 @test
