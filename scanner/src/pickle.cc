@@ -93,6 +93,9 @@ struct Value {
   bool truncated = false;
   bool py2_string = false;  // STRING/BINSTRING: bytes under encoding='bytes'
   bool callee_safe = false;
+  // Built from literals only (see Literal): tuples and frozensets when
+  // made, containers until a non-literal goes in, results of value types.
+  bool literal = false;
   Special special = Special::kNone;
   uint8_t depth = 0;
   GlobalClass safety = GlobalClass::kUnknown;
@@ -250,6 +253,11 @@ class Machine {
   void RecordCall(std::string callee, int64_t import_index, bool allowed, bool flagged,
                   std::string reason);
   std::string Describe(const Value& v) const;
+  bool AllLiteral(size_t start) const;  // stack_[start, end) are all Literal
+  // ValueCall judges a call of an allowlisted value type (datetime,
+  // Decimal, ...): true when its arguments make it a plain value.
+  bool ValueCall(const Value& callee, const Ref& args, const Ref& kwargs, Ref* result,
+                 std::string* why);
 
   const PickleOptions& opt_;
   const PickleLimits& lim_;
@@ -660,6 +668,7 @@ Ref& Machine::Top() {
 Ref Machine::Make(VKind k) {
   auto v = std::make_shared<Value>();
   v->kind = k;
+  v->literal = k == VKind::kList || k == VKind::kDict || k == VKind::kSet;
   v->origin_op = op_name_;
   v->origin_offset = op_offset_;
   return v;
@@ -705,6 +714,7 @@ Ref Machine::MakeOwnedText(VKind k, std::string text, uint64_t offset) {
 Ref Machine::MakeSequence(VKind k, size_t start) {
   Ref v = Make(k);
   v->count = stack_.size() - start;
+  v->literal = AllLiteral(start);
   bool keep = k == VKind::kTuple || k == VKind::kFrozenSet;
   if (keep) {
     size_t n = std::min<size_t>(v->count, kKeptItems);
@@ -728,6 +738,46 @@ std::string Machine::Describe(const Value& v) const {
     case VKind::kPersistent: return "<persistent object " + v.x().callee + ">";
     default: return std::string("<") + KindName(v.kind) + ">";
   }
+}
+
+// Literal: a value that runs no code of its own when a value type reads
+// it: None, bool, int, float, str, bytes (never cut), and tuples,
+// containers and value-type results made only of those.
+bool Literal(const Value& v) {
+  switch (v.kind) {
+    case VKind::kNone:
+    case VKind::kBool:
+    case VKind::kInt:
+    case VKind::kFloat:
+      return true;
+    case VKind::kStr:
+    case VKind::kBytes:
+    case VKind::kByteArray:
+      return !v.truncated;
+    case VKind::kTuple:
+    case VKind::kFrozenSet:
+    case VKind::kList:
+    case VKind::kDict:
+    case VKind::kSet:
+    case VKind::kResult:
+      return v.literal;
+    default:
+      return false;
+  }
+}
+
+bool AllLiteralItems(const std::vector<Ref>& items, size_t from) {
+  for (size_t i = from; i < items.size(); ++i) {
+    if (!Literal(*items[i])) return false;
+  }
+  return true;
+}
+
+bool Machine::AllLiteral(size_t start) const {
+  for (size_t i = start; i < stack_.size(); ++i) {
+    if (!Literal(*stack_[i])) return false;
+  }
+  return true;
 }
 
 // --- semantics ---------------------------------------------------------------
@@ -946,7 +996,9 @@ void Machine::Call(const Ref& callee, const Ref& args, const Ref& kwargs) {
     if (safe && pi::IsCallableArgRebuild(callee->x().module, callee->x().qualname)) {
       // _rebuild_from_type_v2(func, new_type, args, state) calls func.
       const Value* func = args && !args->x().items.empty() ? args->x().items[0].get() : nullptr;
-      if (func == nullptr || func->kind != VKind::kGlobal || func->safety != GlobalClass::kSafe) {
+      // A value type is called there with arguments not judged here.
+      if (func == nullptr || func->kind != VKind::kGlobal || func->safety != GlobalClass::kSafe ||
+          pi::ValueTypeOf(func->x().module, func->x().qualname) != pi::ValueType::kNone) {
         allowed = false;
         flagged = true;
         reason = full + " calls its first argument, " +
@@ -971,6 +1023,21 @@ void Machine::Call(const Ref& callee, const Ref& args, const Ref& kwargs) {
         return;
       }
     }
+    std::string why;
+    if (safe && !ValueCall(*callee, args, kwargs, &result, &why)) {
+      // Not a plain value: the type reads objects that may run code. The
+      // import is downgraded to "needs review"; its finding covers the call.
+      allowed = false;
+      reason = full + " " + why;
+      if (callee->import_index >= 0) {
+        PickleImport& imp = out_->imports[static_cast<size_t>(callee->import_index)];
+        imp.safety = GlobalClass::kUnknown;
+        imp.reason = reason;
+        imp.nesting = false;
+      } else {
+        flagged = true;  // no import record to carry it
+      }
+    }
     RecordCall(full, callee->import_index, allowed, flagged, reason);
     result->callee_safe = allowed;
     if (safe) Specialize(*callee, args, kwargs, result.get());
@@ -981,6 +1048,64 @@ void Machine::Call(const Ref& callee, const Ref& args, const Ref& kwargs) {
                    : "calls the result of a call (" + callee->x().callee + ")");
   }
   Push(std::move(result));
+}
+
+bool Machine::ValueCall(const Value& callee, const Ref& args, const Ref& kwargs, Ref* result,
+                        std::string* why) {
+  pi::ValueType vt = pi::ValueTypeOf(callee.x().module, callee.x().qualname);
+  if (vt == pi::ValueType::kNone) return true;
+  const Value* a = args.get();
+  bool known = a != nullptr && a->kind == VKind::kTuple && a->x().items.size() == a->count;
+  if (kwargs && !(kwargs->kind == VKind::kDict && kwargs->count == 0)) {
+    *why = "is called with keyword arguments";
+    return false;
+  }
+  if (!known) {
+    *why = "is called with arguments that are not a literal tuple";
+    return false;
+  }
+  const std::vector<Ref>& items = a->x().items;
+  switch (vt) {
+    case pi::ValueType::kNone: return true;
+    case pi::ValueType::kLiteralArgs:
+      if (!Literal(*a)) {
+        *why = "is called with arguments that are not all literals";
+        return false;
+      }
+      break;
+    case pi::ValueType::kDefaultDict:
+      // defaultdict(default_factory): the factory runs on every missing key.
+      if (!items.empty() && items[0]->kind != VKind::kNone &&
+          !(items[0]->kind == VKind::kGlobal && items[0]->safety == GlobalClass::kSafe)) {
+        *why = "is given a default_factory that is not None or an allowlisted type";
+        return false;
+      }
+      if (items.size() > 1 && !AllLiteralItems(items, 1)) {
+        *why = "is called with arguments that are not all literals";
+        return false;
+      }
+      break;
+    case pi::ValueType::kLatin1: {
+      // pickle.py protocol < 3 writes bytes as codecs.encode(str, 'latin1'):
+      // evaluated here, so that what they hold (a nested pickle) is seen.
+      if (items.size() != 2 || items[0]->kind != VKind::kStr || items[0]->py2_string ||
+          items[0]->truncated || items[1]->kind != VKind::kStr ||
+          (items[1]->text() != "latin1" && items[1]->text() != "latin-1")) {
+        *why = "is called with other than (str literal, 'latin1')";
+        return false;
+      }
+      std::string bytes;
+      if (!pi::Latin1FromUtf8(items[0]->text(), &bytes)) {
+        Fail("'latin-1' codec can't encode a character of the str at " + U64(items[0]->data_offset));
+      }
+      Ref b = MakeOwnedText(VKind::kBytes, std::move(bytes), items[0]->data_offset);
+      b->x().callee = (*result)->x().callee;
+      *result = std::move(b);
+      return true;
+    }
+  }
+  (*result)->literal = true;
+  return true;
 }
 
 // Nested scans the bytes a nesting loader unpickles (torch's legacy format:
@@ -1030,6 +1155,17 @@ void Machine::Nested(const Ref& arg) {
 }
 
 void Machine::Persistent(const Ref& pid, std::string desc) {
+  // torch's legacy persistent_load (torch/serialization.py _legacy_load):
+  // ('module', cls, source_file, source) returns cls itself, after
+  // comparing the source: the class is what later opcodes call, judged as
+  // its import (unknown: a module class needs review).
+  if (pid && pid->kind == VKind::kTuple && pid->count == 4 && pid->x().items.size() == 4 &&
+      pid->x().items[0]->kind == VKind::kStr && pid->x().items[0]->text() == "module" &&
+      pid->x().items[1]->kind == VKind::kGlobal) {
+    RecordCall("persistent_load", -1, true, false, "");
+    Push(pid->x().items[1]);
+    return;
+  }
   Ref v = Make(VKind::kPersistent);
   if (desc.empty() && pid) {
     desc = Describe(*pid);
@@ -1074,6 +1210,7 @@ void Machine::DoAppend(int64_t x) {
     Fail(std::string("'") + KindName(t.kind) + "' object has no attribute 'append'");
   }
   Mutate(xi - 1, "extend/append", false);
+  t.literal = t.literal && AllLiteral(xi);
   t.count += stack_.size() - xi;
   stack_.resize(xi);
 }
@@ -1096,6 +1233,7 @@ void Machine::DoSetItems(int64_t x) {
     for (size_t i = xi; i + 1 < stack_.size(); i += 2) NoteEntry(t, *stack_[i], stack_[i + 1]);
   }
   Mutate(xi - 1, "__setitem__", true);
+  t.literal = t.literal && AllLiteral(xi);
   t.count += (stack_.size() - xi) / 2;
   stack_.resize(xi);
 }
@@ -1113,6 +1251,7 @@ void Machine::AddItems() {
     if (stack_[i]->Unhashable()) Fail(std::string("unhashable type: '") + KindName(stack_[i]->kind) + "'");
   }
   Mutate(mark - 1, "add", false);
+  t.literal = t.literal && AllLiteral(mark);
   t.count += len - mark;
   stack_.resize(mark);
 }
@@ -1700,6 +1839,7 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
         if (stack_[k]->Unhashable()) Fail(std::string("unhashable type: '") + KindName(stack_[k]->kind) + "'");
       }
       Ref d = Make(VKind::kDict);
+      d->literal = AllLiteral(i);
       for (size_t k = i; k + 1 < stack_.size(); k += 2) NoteEntry(*d, *stack_[k], stack_[k + 1]);
       d->count = (stack_.size() - i) / 2;
       stack_.resize(i);

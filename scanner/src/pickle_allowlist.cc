@@ -16,6 +16,7 @@ namespace modelgate::scanner {
 namespace {
 
 using pickle_internal::MapPy2Name;
+using pickle_internal::ValueType;
 
 std::string Join(std::string_view a, std::string_view b) {
   std::string s(a);
@@ -41,6 +42,15 @@ const std::unordered_set<std::string>& SafeGlobals() {
     std::unordered_set<std::string> s = {
         "collections.OrderedDict",
         "collections.Counter",
+        "collections.defaultdict",  // ValueType: conditional on the arguments
+        "collections.deque",
+        "datetime.datetime",
+        "datetime.date",
+        "datetime.time",
+        "datetime.timedelta",
+        "datetime.timezone",
+        "decimal.Decimal",
+        "fractions.Fraction",
         "torch.nn.parameter.Parameter",
         "torch.serialization._get_layout",
         "torch.Size",
@@ -145,7 +155,10 @@ constexpr std::array kCriticalModules = {
     "imaplib", "nntplib", "telnetlib", "xmlrpc", "xmlrpclib", "socketserver", "SocketServer",
     "wsgiref", "pydoc", "doctest", "idlelib", "distutils", "setuptools", "pip", "ensurepip",
     "venv", "pyximport", "Cython", "yaml", "torch.hub", "torch.jit", "torch.package",
-    "torch.utils.cpp_extension", "torch._C._jit", "numpy.lib.npyio", "numpy.lib.format",
+    "torch.utils.cpp_extension", "torch._C._jit", "torch.fx", "torch._dynamo", "torch._inductor",
+    "torch.export", "torch._export", "torch.multiprocessing", "torch.distributed.rpc",
+    "joblib.externals", "loky", "pexpect", "IPython", "numexpr", "sympy.parsing",
+    "numpy.lib.npyio", "numpy.lib.format",
     "numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "numpy.testing", "pandas.io.pickle",
     "pandas.core.computation", "builtins.__import__",
 };
@@ -156,7 +169,8 @@ constexpr std::array kCriticalPairs = {
     "torch.serialization._legacy_load", "torch._utils._import_dotted_name", "torch.compile",
     "numpy.load", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile", "numpy.memmap",
     "pandas.read_pickle", "pandas.eval", "joblib.load", "joblib.numpy_pickle.load",
-    "codecs.open", "keras.models.load_model",
+    "codecs.open", "keras.models.load_model", "sympy.sympify", "joblib.Parallel",
+    "joblib.parallel.Parallel", "torch.serialization._open_file_like", "torch._C._jit_script_compile",
 };
 
 // Builtins that execute, import, reach attributes, touch files or call
@@ -227,6 +241,10 @@ std::string CriticalReason(std::string_view module, std::string_view qualname) {
   for (const char* p : kCriticalPairs) {
     if (full == p) return "loads or evaluates untrusted data";
   }
+  // torch._C's TorchScript compiler and pass entry points (_jit_*).
+  if (module == "torch._C" && qualname.substr(0, 4) == "_jit") {
+    return "TorchScript compiler internals (torch._C._jit_*) run code";
+  }
   std::vector<std::string_view> parts = Split(qualname);
   if ((module == "builtins" || module == "__builtin__" || module == "__builtins__") &&
       In(kCriticalBuiltins, parts[0])) {
@@ -274,6 +292,29 @@ namespace pickle_internal {
 
 bool IsNestingLoader(std::string_view module, std::string_view qualname) {
   return module == "torch.storage" && qualname == "_load_from_bytes";
+}
+
+ValueType ValueTypeOf(std::string_view module, std::string_view qualname) {
+  if (module == "_codecs" && qualname == "encode") return ValueType::kLatin1;
+  if (module == "collections" && qualname == "defaultdict") return ValueType::kDefaultDict;
+  // What CPython writes for each (protocols 0-5): REDUCE of the type with
+  // literal arguments: datetime/date/time (bytes state[, tzinfo]),
+  // timedelta (ints), timezone (timedelta[, name]), Decimal (str),
+  // Fraction (ints or str), complex (floats), range/slice (ints/None),
+  // set/frozenset (a list), bytearray/bytes (bytes), Counter (a dict),
+  // deque (a list, maxlen).
+  static constexpr std::pair<const char*, const char*> kLiteral[] = {
+      {"datetime", "datetime"}, {"datetime", "date"}, {"datetime", "time"},
+      {"datetime", "timedelta"}, {"datetime", "timezone"}, {"decimal", "Decimal"},
+      {"fractions", "Fraction"}, {"builtins", "complex"}, {"builtins", "range"},
+      {"builtins", "slice"}, {"builtins", "set"}, {"builtins", "frozenset"},
+      {"builtins", "bytearray"}, {"builtins", "bytes"}, {"collections", "Counter"},
+      {"collections", "deque"},
+  };
+  for (const auto& [m, q] : kLiteral) {
+    if (module == m && qualname == q) return ValueType::kLiteralArgs;
+  }
+  return ValueType::kNone;
 }
 
 bool IsTorchScriptHelper(std::string_view module, std::string_view qualname) {

@@ -52,6 +52,21 @@ bool MapPy2Name(std::string* module, std::string* qualname);
 // IsNestingLoader: an allowed global whose bytes argument is itself a
 // pickle stream loaded recursively (torch.storage._load_from_bytes).
 bool IsNestingLoader(std::string_view module, std::string_view qualname);
+// ValueType: an allowlisted type that is a plain value only when its
+// arguments are (CPython's reductions: datetime's __reduce__, Decimal's,
+// defaultdict's, pickle.py's bytes for protocol < 3).
+enum class ValueType : uint8_t {
+  kNone,         // not one: no condition on its arguments
+  kLiteralArgs,  // every argument a literal (int/float/str/bytes/bool/None/tuple...)
+  kDefaultDict,  // collections.defaultdict: default_factory None or an allowlisted type
+  kLatin1,       // _codecs.encode(str, 'latin1'): evaluated to bytes
+};
+ValueType ValueTypeOf(std::string_view module, std::string_view qualname);
+
+// Latin1FromUtf8 encodes UTF-8 text `s` as latin-1 (str.encode('latin1'));
+// false when a code point is above U+00FF (the encode raises).
+bool Latin1FromUtf8(std::string_view s, std::string* out);
+
 // IsTorchScriptHelper: a global that torch.jit.load's unpickler resolves
 // to one of its own data constructors (torch/csrc/jit/serialization/
 // unpickler.cpp): safe only in a TorchScript archive member.

@@ -425,4 +425,24 @@ bool AsciiOnly(std::string_view s) {
   return true;
 }
 
+bool Latin1FromUtf8(std::string_view s, std::string* out) {
+  // Input is valid UTF-8 (checked when pushed): U+0000..U+007F is one byte,
+  // U+0080..U+00FF is C2/C3 + one continuation byte; anything else is
+  // above U+00FF.
+  out->clear();
+  out->reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      out->push_back(static_cast<char>(c));
+    } else if ((c == 0xC2 || c == 0xC3) && i + 1 < s.size()) {
+      auto d = static_cast<unsigned char>(s[++i]);
+      out->push_back(static_cast<char>(((c & 0x03) << 6) | (d & 0x3F)));
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace modelgate::scanner::pickle_internal

@@ -64,6 +64,30 @@ def fixtures():
         add("plain_p%d.pkl" % proto, pickle.dumps(plain, protocol=proto),
             "MG-PK-PICKLE-FORMAT", BLOCKING)
 
+    # Standard-library value types built from literals, as CPython writes
+    # them (REDUCE of the type; protocol < 3 bytes through _codecs.encode).
+    import collections
+    import datetime
+    import decimal
+    import fractions
+    values = {
+        "datetime": [datetime.datetime(2024, 1, 2, 3, 4, 5, 6), datetime.date(2024, 1, 2),
+                     datetime.time(1, 2, 3), datetime.timedelta(1, 2, 3),
+                     datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc),
+                     datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone(
+                         datetime.timedelta(hours=2), "X"))],
+        "numbers": [decimal.Decimal("1.5"), fractions.Fraction(1, 3), complex(1, 2),
+                    range(1, 10, 2), slice(1, 2, None)],
+        "collections": [collections.defaultdict(list, a=[1]), collections.defaultdict(None),
+                        collections.Counter("aab"), collections.deque([1, 2], maxlen=5),
+                        collections.OrderedDict(a=1)],
+        "builtins": [{1, 2}, frozenset({1}), bytearray(b"ab"), b"ab", b""],
+    }
+    for group, vals in values.items():
+        for proto in range(0, 6):
+            add("stdlib_%s_p%d.pkl" % (group, proto), pickle.dumps(vals, protocol=proto),
+                "MG-PK-PICKLE-FORMAT", BLOCKING)
+
     # Hand-written small pickles, one per protocol.
     add("hand_p0.pkl", b"(lp0\nI1\naI2\naS'x'\np1\nag1\na.", "MG-PK-PICKLE-FORMAT", BLOCKING)
     add("hand_p1.pkl", b"]q\x00(K\x01K\x02U\x01aq\x01h\x01e.", "MG-PK-PICKLE-FORMAT", BLOCKING)
