@@ -50,6 +50,7 @@ constexpr std::array kCodes = {
     CodeInfo{Code::kStOutOfBounds, "MG-ST-OUT-OF-BOUNDS", Severity::kCritical},
     CodeInfo{Code::kStTrailingBytes, "MG-ST-TRAILING-BYTES", Severity::kCritical},
     CodeInfo{Code::kStTooManyKeys, "MG-ST-TOO-MANY-KEYS", Severity::kHigh},
+    CodeInfo{Code::kStReservedEscaped, "MG-ST-RESERVED-ESCAPED", Severity::kCritical},
     // Signatures: tampering is critical. Whether a missing or untrusted
     // signature is a finding at all is the policy's call (signatures.required);
     // when it is reported, it blocks.

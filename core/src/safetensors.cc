@@ -202,6 +202,14 @@ class HeaderHandler {
     switch (stack_.back()) {
       case Ctx::kTop:
         if (k == kMetadataKey) {
+          // The reference decodes escapes and reads "\u005f_metadata__" as
+          // metadata; a parser that matches bytes reads a tensor. A gate
+          // refuses the differential rather than pick a side.
+          if (!RawKeyIs(at, kMetadataKey)) {
+            return Fail(Code::kStReservedEscaped, at,
+                        "the reserved key \"__metadata__\" is spelled with escapes "
+                        "(readers disagree on whether it is metadata or a tensor)");
+          }
           if (has_metadata) {
             return Fail(Code::kStDuplicateKey, at, "second \"__metadata__\" object");
           }
@@ -278,6 +286,15 @@ class HeaderHandler {
       if (backslashes % 2 == 0) break;
     }
     return kLengthFieldBytes + static_cast<uint64_t>(p - begin_);
+  }
+
+  // RawKeyIs: the key token whose opening quote is at absolute offset `at`
+  // is written exactly as `"` + `name` + `"` (no escapes).
+  bool RawKeyIs(uint64_t at, std::string_view name) const {
+    const char* open = begin_ + (at - kLengthFieldBytes);
+    const char* close = read_to_ - 1;
+    return static_cast<size_t>(close - open) == name.size() + 1 &&
+           std::string_view(open + 1, name.size()) == name;
   }
 
   // Offset (absolute) of the last byte the lexer read.

@@ -64,6 +64,7 @@ TEST_CASE("FindingId: each code maps to the id documented in core.h", "[core][co
       {core::Code::kStOutOfBounds, "MG-ST-OUT-OF-BOUNDS"},
       {core::Code::kStTrailingBytes, "MG-ST-TRAILING-BYTES"},
       {core::Code::kStTooManyKeys, "MG-ST-TOO-MANY-KEYS"},
+      {core::Code::kStReservedEscaped, "MG-ST-RESERVED-ESCAPED"},
       {core::Code::kSigMissing, "MG-SIG-MISSING"},
       {core::Code::kSigUntrusted, "MG-SIG-UNTRUSTED"},
       {core::Code::kSigBadRecord, "MG-SIG-BAD-RECORD"},
@@ -96,6 +97,7 @@ TEST_CASE("FindingId: codes are append-only numbers", "[core][codes]") {
   CHECK(static_cast<int>(core::Code::kStOverlap) == 102);
   CHECK(static_cast<int>(core::Code::kStShapeOverflow) == 103);
   CHECK(static_cast<int>(core::Code::kStTooManyKeys) == 129);
+  CHECK(static_cast<int>(core::Code::kStReservedEscaped) == 130);
 }
 
 TEST_CASE("Severity names round-trip", "[core][codes]") {

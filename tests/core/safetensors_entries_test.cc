@@ -102,35 +102,42 @@ TEST_CASE("a second __metadata__ is a duplicate key", "[core][st][duplicates][me
   }
   SECTION("escaped after plain") {
     auto b = StBuilder().Header(R"({"__metadata__":{"a":"1"},"\u005f_metadata__":{"b":"2"}})");
-    MG_CHECK_ERROR(Parse(b.Build()), core::Code::kStDuplicateKey,
+    MG_CHECK_ERROR(Parse(b.Build()), core::Code::kStReservedEscaped,
                    b.At(R"("\u005f_metadata__")"));
   }
   SECTION("plain after escaped") {
     auto b = StBuilder().Header(R"({"\u005f_metadata__":{"b":"2"},"__metadata__":{"a":"1"}})");
-    MG_CHECK_ERROR(Parse(b.Build()), core::Code::kStDuplicateKey, b.At(R"("__metadata__")"));
+    MG_CHECK_ERROR(Parse(b.Build()), core::Code::kStReservedEscaped,
+                   b.At(R"("\u005f_metadata__")"));
   }
 }
 
 // ---- __metadata__ --------------------------------------------------------
 
-TEST_CASE("an escaped __metadata__ key alone is parsed as metadata", "[core][st][metadata]") {
-  auto b = StBuilder().Header(R"({"\u005f_metadata__":{"format":"pt"}})");
-  auto r = Parse(b.Build());
-  MG_REQUIRE_OK(r);
-  CHECK(r.value().has_metadata);
-  CHECK(r.value().tensors.empty());
-  REQUIRE(r.value().metadata.size() == 1);
-  CHECK(r.value().metadata[0].first == "format");
-  CHECK(r.value().metadata[0].second == "pt");
-}
-
-TEST_CASE("an escaped __metadata__ is held to the metadata rules", "[core][st][metadata]") {
-  // Were it taken for a tensor, this would be kStEntry*; were the escape
-  // ignored, a reader keeping the raw key would disagree with one decoding it.
-  auto b = StBuilder().Header(R"({"\u005f_metadata__":{"k":1}})");
-  auto r = Parse(b.Build());
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.error().code == core::Code::kStMetadataType);
+TEST_CASE("the reserved key spelled with escapes is a differential", "[core][st][metadata]") {
+  // The reference decodes "\u005f_metadata__" to __metadata__ and reads it as
+  // metadata; a byte-matching parser reads a tensor named
+  // "\u005f_metadata__". Either spelling of any escaped character is refused.
+  for (const char* key : {R"("\u005f_metadata__")", R"("__metadata\u005f_")",
+                          R"("\u005F\u005Fmetadata__")", R"("__m\u0065tadata__")"}) {
+    CAPTURE(key);
+    auto b = StBuilder().Header(std::string("{") + key + R"(:{"format":"pt"}})");
+    MG_CHECK_ERROR(Parse(b.Build()), core::Code::kStReservedEscaped, b.At(key));
+  }
+  SECTION("written plainly it is metadata") {
+    auto b = StBuilder().Header(R"({"__metadata__":{"format":"pt"}})");
+    auto r = Parse(b.Build());
+    MG_REQUIRE_OK(r);
+    CHECK(r.value().has_metadata);
+  }
+  SECTION("an escaped tensor name that is not reserved is a tensor") {
+    auto b = StBuilder().Header(
+        R"({"\u0061":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})");
+    auto r = Parse(b.Build());
+    MG_REQUIRE_OK(r);
+    REQUIRE(r.value().tensors.size() == 1);
+    CHECK(r.value().tensors[0].name == "a");
+  }
 }
 
 TEST_CASE("metadata is returned sorted bytewise and unescaped", "[core][st][metadata]") {

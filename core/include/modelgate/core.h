@@ -60,6 +60,7 @@ enum class Code : uint16_t {
   kStOutOfBounds = 127,      // MG-ST-OUT-OF-BOUNDS
   kStTrailingBytes = 128,    // MG-ST-TRAILING-BYTES
   kStTooManyKeys = 129,      // MG-ST-TOO-MANY-KEYS
+  kStReservedEscaped = 130,  // MG-ST-RESERVED-ESCAPED: "__metadata__" spelled with escapes
   // Signatures (STSIG v1, keys). 300-399.
   kSigMissing = 300,          // MG-SIG-MISSING: no stsig.* keys
   kSigUntrusted = 301,        // MG-SIG-UNTRUSTED: no record by a trusted key
@@ -303,6 +304,33 @@ Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out);
 // file; an existing file's mode is kept.
 Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes,
                        unsigned mode = 0644);
+
+// GuardedMapping is a read-only private mapping of an open file that a
+// concurrent truncation cannot turn into a crash: a page that vanished reads
+// as zeros (a process-wide SIGBUS handler, installed on first use, maps a
+// zero page there and chains every other SIGBUS to the previous handler),
+// and faulted() tells the caller that what it read is not the file. Callers
+// check faulted() (and re-check the file's identity) before trusting any
+// judgement made on the bytes. At most 256 guarded mappings live at once.
+class GuardedMapping {
+ public:
+  static Result<GuardedMapping> Map(int fd, uint64_t size);
+  GuardedMapping() = default;
+  GuardedMapping(GuardedMapping&& o) noexcept;
+  GuardedMapping& operator=(GuardedMapping&& o) noexcept;
+  GuardedMapping(const GuardedMapping&) = delete;
+  GuardedMapping& operator=(const GuardedMapping&) = delete;
+  ~GuardedMapping();
+  std::span<const uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
+  // faulted: some page of the mapping was gone when read (the file shrank).
+  bool faulted() const;
+
+ private:
+  void Release();
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  void* slot_ = nullptr;
+};
 
 // --- hashing ---
 // SHA-256 through OpenSSL EVP (SHA-NI where the CPU has it; libsodium's
