@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,12 @@ std::string NameBytes(const std::string& name);
 // WriteOutput writes `text` to `out_path` atomically, or to stdout when
 // empty. Returns false (after a message on stderr) on failure.
 bool WriteOutput(const std::string& out_path, const std::string& text);
+
+// StreamOutput is WriteOutput for a document too large to hold in memory:
+// `write` sends it to the stream it is given (stdout, or a temp file that
+// then atomically replaces `out_path`) and returns false on failure.
+// Returns false, after a message on stderr, when anything failed.
+bool StreamOutput(const std::string& out_path, const std::function<bool(std::ostream&)>& write);
 
 int RunScan(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);

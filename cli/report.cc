@@ -1,7 +1,11 @@
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <ext/stdio_filebuf.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
 
@@ -131,6 +135,50 @@ bool WriteOutput(const std::string& out_path, const std::string& text) {
   if (!s.ok()) {
     std::cerr << "modelgate: " << s.error().message << "\n";
     return false;
+  }
+  return true;
+}
+
+bool StreamOutput(const std::string& out_path, const std::function<bool(std::ostream&)>& write) {
+  if (out_path.empty()) {
+    if (!write(std::cout) || !(std::cout << std::flush)) {
+      std::cerr << "modelgate: cannot write the report to stdout\n";
+      return false;
+    }
+    return true;
+  }
+  // As core::WriteFileAtomic: a temp file beside the target, fsync, rename,
+  // the existing file's mode kept; the document never sits in memory.
+  unsigned mode = 0644;
+  struct stat old {};
+  if (::stat(out_path.c_str(), &old) == 0) mode = old.st_mode & 07777;
+  std::string tmp = out_path + ".mg-tmp-XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    std::cerr << "modelgate: cannot create a temp file beside " << DisplayPath(out_path) << ": "
+              << std::strerror(errno) << "\n";
+    return false;
+  }
+  bool ok;
+  {
+    __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);  // closes fd
+    std::ostream out(&buf);
+    ok = write(out) && static_cast<bool>(out.flush());
+    ok = ok && ::fchmod(fd, static_cast<mode_t>(mode)) == 0 && ::fsync(fd) == 0;
+    ok = buf.close() != nullptr && ok;
+  }
+  if (!ok || ::rename(tmp.c_str(), out_path.c_str()) != 0) {
+    std::cerr << "modelgate: cannot write " << DisplayPath(out_path) << ": " << std::strerror(errno)
+              << "\n";
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  const size_t slash = out_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out_path.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);  // best effort: the rename is already visible
+    ::close(dfd);
   }
   return true;
 }

@@ -747,6 +747,24 @@ def json_keeps_non_utf8_paths_apart_with_path_bytes(d):
 
 
 @test
+def inspect_json_streams_to_stdout_and_to_o_file_alike(d):
+    p = write(d, "m.safetensors", HOSTILE_ST)
+    code, out, _ = run_bytes("inspect", "-f", "json", p)
+    eq(code, 0, "stdout exit")
+    o = os.path.join(d, "r.json")
+    write(d, "r.json", b"old")
+    os.chmod(o, 0o600)
+    code, _, err = run_bytes("inspect", "-f", "json", "-o", o, p)
+    eq((code, err), (0, b""), "-o exit")
+    with open(o, "rb") as f:
+        eq(f.read(), out, "-o holds the same document")
+    eq(os.stat(o).st_mode & 0o777, 0o600, "an existing file keeps its mode")
+    eq(sorted(os.listdir(d)), ["m.safetensors", "r.json"], "no temp file left")
+    code, _, _ = run_bytes("inspect", "-f", "json", "-o", os.path.join(d, "no", "r.json"), p)
+    eq(code, 2, "unwritable -o is exit 2")
+
+
+@test
 def json_keeps_non_utf8_members_apart_with_member_bytes(d):
     z = zip_bytes([("m/XXXX.pkl", OS_SYSTEM), ("m/YYYY.pkl", OS_SYSTEM), ("m/ok.pkl", OS_SYSTEM)])
     z = z.replace(b"m/XXXX.pkl", b"m/a\xff\\b.pkl").replace(b"m/YYYY.pkl", b"m/a\xfe\\b.pkl")
