@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
 bash ci/build.sh build-release -DCMAKE_BUILD_TYPE=Release -DMG_BUILD_TESTS=OFF -DMG_BUILD_BENCH=OFF
+# The Release binary users install is hardened (PIE, full RELRO, stack
+# protector, _FORTIFY_SOURCE, _GLIBCXX_ASSERTIONS).
+bash ci/check-hardening.sh build-release/cli/modelgate
 set +e
 ./build-release/cli/modelgate scan examples/models/
 status=$?
