@@ -1,8 +1,13 @@
 // fuzz_tar: the tar lister, member extraction and the torch legacy member
 // walk, in memory. Invariants: no crash; every finding is an MG-TAR-* id
-// with an offset inside the input; members with data in bounds lie inside
-// the input; extraction returns exactly the member's bytes; the torch walk
-// returns ordered pickle spans inside the member.
+// with an offset inside the input; data_in_bounds is exactly "the data
+// lies inside the input" (no wrapped offset or size); member headers move
+// strictly forward; a listing tarfile opens (no loader_fails) that is
+// complete has every data member inside the input; an incomplete listing
+// says why (limit or unsupported, with its finding); a header LooksLikeTar
+// accepts never fails its checksum in ReadTar; extraction returns exactly
+// the member's bytes; the torch walk returns ordered pickle spans inside
+// the member.
 #include <cstdint>
 #include <cstring>
 
@@ -19,14 +24,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!tar.ok()) __builtin_trap();  // memory sources have no I/O errors
   const TarArchive& a = tar.value();
   if (a.end_offset > size) __builtin_trap();
+  if (a.loader_fails && a.loader_error.empty()) __builtin_trap();
+  auto has = [&](const char* id) {
+    for (const auto& f : findings) {
+      if (f.id == id) return true;
+    }
+    return false;
+  };
+  if (a.incomplete) {
+    if (a.end_reason != "limit" && a.end_reason != "unsupported") __builtin_trap();
+    if (!has(a.end_reason == "limit" ? "MG-TAR-LIMIT" : "MG-TAR-UNSUPPORTED")) __builtin_trap();
+  }
+  if (LooksLikeTar({data, size})) {
+    for (const auto& f : findings) {
+      if (f.id == "MG-TAR-BAD-CHECKSUM" && f.offset == 148) __builtin_trap();
+    }
+  }
   size_t extracted = 0;
+  uint64_t prev_header_end = 0;
   for (const auto& m : a.members) {
-    if (m.header_offset > m.member_header_offset || m.member_header_offset + 512 > size) {
+    if (m.header_offset > m.member_header_offset || m.member_header_offset > size ||
+        size - m.member_header_offset < 512 || m.data_offset != m.member_header_offset + 512) {
       __builtin_trap();
     }
-    if (m.data_in_bounds && (m.data_offset > size || m.size > size - m.data_offset)) {
-      __builtin_trap();
-    }
+    if (m.header_offset < prev_header_end) __builtin_trap();  // never backwards
+    prev_header_end = m.data_offset;
+    const bool inside = m.data_offset <= size && m.size <= size - m.data_offset;
+    if (m.data_in_bounds != inside) __builtin_trap();
+    if (!a.loader_fails && !a.incomplete && m.HasData() && !m.data_in_bounds) __builtin_trap();
     if (!m.HasData() || !m.data_in_bounds || ++extracted > 16) continue;
     auto bytes = ExtractTarMember(src, m, 1 << 20);
     if (m.size > (1 << 20)) {

@@ -77,7 +77,8 @@ struct Num {
   bool Huge() const { return !fits || magnitude > kMaxSeek; }
   bool Equals(int64_t v) const {
     if (!fits || (v < 0) != negative) return false;
-    const uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    const uint64_t mag =
+        v < 0 ? static_cast<uint64_t>(-(v + 1)) + 1 : static_cast<uint64_t>(v);  // no INT64_MIN overflow
     return mag == magnitude;
   }
   bool operator==(const Num& o) const {
@@ -154,7 +155,7 @@ Num Base256(std::span<const uint8_t> f) {
   const size_t len = f.size() - 1;  // at most 11 digits (12-byte fields)
   for (size_t i = 0; i < len; ++i) mag[i] = static_cast<uint8_t>(~f[i + 1]);
   bool carry = true;
-  for (size_t i = len; i-- > 0 && carry;) carry = ++mag[i] == 0;
+  for (size_t i = len; i > 0 && carry; --i) carry = ++mag[i - 1] == 0;
   if (carry) FoldDigit(&n, 256, 1);  // all digits zero: 256^len itself
   for (size_t i = 0; i < len; ++i) FoldDigit(&n, 256, mag[i]);
   n.form = NumForm::kLax;  // GNU writes it only for negative times
@@ -957,9 +958,9 @@ const TarMember* ResolveTarMember(const TarArchive& tar, std::string_view name,
   const std::string want = RStripSlash(std::string(name));
   auto last_named = [&](const std::string& n, size_t limit, bool normalize) -> int64_t {
     const std::string target = normalize ? Normalize(n) : n;
-    for (size_t i = limit; i-- > 0;) {
-      const std::string& mn = tar.members[i].name;
-      if ((normalize ? Normalize(mn) : mn) == target) return static_cast<int64_t>(i);
+    for (size_t i = limit; i > 0; --i) {
+      const std::string& mn = tar.members[i - 1].name;
+      if ((normalize ? Normalize(mn) : mn) == target) return static_cast<int64_t>(i - 1);
     }
     return -1;
   };

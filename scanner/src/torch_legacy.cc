@@ -173,8 +173,9 @@ Walked WalkPickle(std::span<const uint8_t> b, uint64_t at) {
       case 0x8a: {  // LONG1, little-endian two's complement
         if (arg.size() <= 8) {
           uint64_t u = 0;
-          for (size_t i = arg.size(); i-- > 0;) u = (u << 8) | arg[i];
-          if (!arg.empty() && (arg.back() & 0x80) && arg.size() < 8) u -= uint64_t{1} << (8 * arg.size());
+          for (size_t i = arg.size(); i > 0; --i) u = (u << 8) | arg[i - 1];
+          // Negative: sign-extend the two's complement to 64 bits.
+          if (!arg.empty() && (arg.back() & 0x80) && arg.size() < 8) u |= ~uint64_t{0} << (8 * arg.size());
           value = static_cast<int64_t>(u);
         }
         ++value_ops;
