@@ -326,7 +326,7 @@ class Parser {
         std::string name = String(item, "formats.allow entry");
         std::optional<scanner::Format> found;
         std::string known;
-        for (int i = 0; i <= static_cast<int>(scanner::Format::kLzma); ++i) {
+        for (int i = 0; i <= static_cast<int>(scanner::kLastFormat); ++i) {
           auto f = static_cast<scanner::Format>(i);
           known += (known.empty() ? "" : ", ") + std::string(scanner::FormatName(f));
           if (scanner::FormatName(f) == name) found = f;

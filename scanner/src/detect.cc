@@ -8,10 +8,12 @@
 namespace modelgate::scanner {
 namespace {
 
-constexpr std::array<std::string_view, 18> kFormatNames = {
+constexpr std::array<std::string_view, 19> kFormatNames = {
     "unknown", "safetensors", "pickle", "pytorch-zip", "pytorch-tar", "numpy", "numpy-zip",
     "joblib", "zip", "tar", "gzip", "bzip2", "xz", "7z", "gguf", "onnx", "zlib", "lzma",
+    "lfs-pointer",
 };
+static_assert(kFormatNames.size() == static_cast<size_t>(kLastFormat) + 1);
 
 bool StartsWith(std::span<const uint8_t> b, std::string_view magic, size_t at = 0) {
   if (at > b.size() || b.size() - at < magic.size()) return false;

@@ -35,28 +35,6 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// A read-only private mapping of a whole file (pickle streams are analyzed
-// in place; nothing is copied).
-class Mapping {
- public:
-  Mapping(int fd, uint64_t size) : size_(size) {
-    if (size == 0) return;
-    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p != MAP_FAILED) data_ = static_cast<const uint8_t*>(p);
-  }
-  ~Mapping() {
-    if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
-  }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  bool ok() const { return data_ != nullptr || size_ == 0; }
-  std::span<const uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
-
- private:
-  const uint8_t* data_ = nullptr;
-  uint64_t size_;
-};
-
 // Where a byte span sits: in the file itself (absolute offsets), or inside
 // an archive member (offsets relative to the member's decompressed bytes,
 // plus the member's absolute data offset when it is stored uncompressed).
@@ -105,7 +83,8 @@ class Scanner {
   // SafetensorsYara scans a parsed file's header text ("header") and its
   // decoded metadata ("metadata": one "key<TAB>value" line per entry, so
   // "\u0063url" is seen as "curl"); tensor data only for scope all.
-  void SafetensorsYara(const Source& src, int fd, const core::Safetensors& st) {
+  void SafetensorsYara(const Source& src, std::span<const uint8_t> file,
+                       const core::Safetensors& st) {
     if (!opts_.yara) return;
     constexpr uint64_t kHeaderStart = 8;
     auto header = src.ReadVec(kHeaderStart, st.header_bytes);  // within limits: already parsed
@@ -128,9 +107,8 @@ class Scanner {
       x.offset = kHeaderStart;
       out_.findings.push_back(std::move(x));
     }
-    if (YaraAll() && st.data_start < st.file_size) {
-      Mapping m(fd, st.file_size);
-      if (m.ok()) Yara(m.bytes().subspan(st.data_start), "data", Place{}, st.data_start);
+    if (YaraAll() && st.data_start < file.size()) {
+      Yara(file.subspan(static_cast<size_t>(st.data_start)), "data", Place{}, st.data_start);
     }
   }
 
@@ -167,13 +145,7 @@ class Scanner {
       if (f.id == "MG-PK-PICKLE-FORMAT") pickle_format_reported_ = true;
       out_.findings.push_back(Placed(std::move(f), at));
     }
-    for (const auto& imp : a.imports) {
-      out_.imports.push_back(FileScan::Import{at.member, imp});
-      if (imp.module == "joblib.numpy_pickle" && at.member.empty() &&
-          out_.format == Format::kPickle) {
-        out_.format = Format::kJoblib;
-      }
-    }
+    for (const auto& imp : a.imports) out_.imports.push_back(FileScan::Import{at.member, imp});
   }
 
   // Npy analyzes a .npy file or member: header, then either the pickle body
@@ -347,8 +319,12 @@ class Scanner {
     f.clear();
     if (tar.loader_fails) {
       // tarfile raises, so torch.load falls back to unpickling the file
-      // from offset 0: analyze exactly that.
-      if (at.member.empty()) out_.unparseable = true;
+      // from offset 0: analyze exactly that (for the file itself, the
+      // pickle view does, claimed by this fallback).
+      if (at.member.empty()) {
+        torch_pickle_fallback_ = true;
+        return;
+      }
       Pickle(whole, at);
       return;
     }
@@ -417,19 +393,41 @@ class Scanner {
     }
   }
 
-  // MaybePickle runs the pickle machine on bytes no format claims: protocol
-  // 0 and 1 pickles have no magic. They count as a pickle (findings kept)
-  // only when pickle.load would get somewhere: a stream reaches STOP, or
-  // something is imported or called before it breaks.
-  bool MaybePickle(std::span<const uint8_t> bytes, const Place& at) {
+  // MaybePickle runs the pickle machine on bytes no loader's name claims as
+  // a pickle (protocol 0 and 1 pickles have no magic). They are a pickle
+  // view (findings kept) only when pickle.load would really run them:
+  // PicklesLoad. With `claimed` (the file's name says a pickle loader reads
+  // it) the findings are kept whatever the stream does.
+  bool MaybePickle(std::span<const uint8_t> bytes, const Place& at, bool claimed = false) {
     PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, 0);
-    const bool loads = (!a.streams.empty() && a.streams[0].complete && a.streams[0].opcode_count > 1) ||
-                       !a.imports.empty() || !a.calls.empty();
-    if (!loads) return false;
+    if (!claimed && !PicklesLoad(a)) return false;
     Keep(a, at);
     YaraPickle(a, bytes, 0, at);
     return true;
   }
+
+  // PicklesLoad: the analysis shows a stream that pickle.load would act on:
+  // one that reaches STOP, or one that calls something or imports a
+  // code-execution global before it breaks (the call has run by then).
+  // Imports of names that merely fail to resolve, as text read as opcodes
+  // yields ("certifi==1.0" read as GLOBAL), are not a pickle.
+  static bool PicklesLoad(const PickleAnalysis& a) {
+    for (const auto& st : a.streams) {
+      if (st.depth == 0 && st.complete && st.opcode_count > 1) return true;
+    }
+    // A persistent id is not a call for pickle.load: without a
+    // persistent_load it raises there (zip bytes read as opcodes start
+    // with PERSID).
+    for (const auto& c : a.calls) {
+      if (c.opcode != "PERSID" && c.opcode != "BINPERSID") return true;
+    }
+    return std::any_of(a.imports.begin(), a.imports.end(),
+                       [](const PickleImport& i) { return i.safety == GlobalClass::kCritical; });
+  }
+
+  // torch_pickle_fallback: the top-level tar view made tarfile raise, so
+  // torch.load unpickles the file from offset 0 (the pickle view).
+  bool torch_pickle_fallback() const { return torch_pickle_fallback_; }
 
   uint64_t decompressed() const { return decompressed_; }
 
@@ -477,6 +475,7 @@ class Scanner {
   FileScan& out_;
   uint64_t decompressed_ = 0;
   bool pickle_format_reported_ = false;
+  bool torch_pickle_fallback_ = false;
 };
 
 // Extensions people trust, and the formats content may have under them.
@@ -528,6 +527,290 @@ void CheckExtension(FileScan& out) {
   }
 }
 
+
+// --- loader models ---
+// Which loaders a file name says will read the file. Loaders ignore names;
+// people do not: a name is a claim, and the claimed loader's model always
+// runs, so a file that fails it is rejected rather than called "unknown".
+struct Claims {
+  bool safetensors = false;  // .safetensors: safe_open / load_file
+  bool torch = false;        // .pt .pth .bin .ckpt: torch.load
+  bool pickle = false;       // .pkl .pickle .joblib: pickle.load / joblib.load
+  bool numpy = false;        // .npy .npz: numpy.load(allow_pickle=True)
+};
+
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  const std::string_view tail = s.substr(s.size() - suffix.size());
+  for (size_t i = 0; i < tail.size(); ++i) {
+    const char c = tail[i] >= 'A' && tail[i] <= 'Z' ? static_cast<char>(tail[i] - 'A' + 'a') : tail[i];
+    if (c != suffix[i]) return false;
+  }
+  return true;
+}
+
+Claims ClaimsOf(std::string_view name) {
+  Claims c;
+  c.safetensors = EndsWithNoCase(name, ".safetensors");
+  for (std::string_view ext : {".pt", ".pth", ".bin", ".ckpt"}) c.torch |= EndsWithNoCase(name, ext);
+  for (std::string_view ext : {".pkl", ".pickle", ".joblib"}) c.pickle |= EndsWithNoCase(name, ext);
+  for (std::string_view ext : {".npy", ".npz"}) c.numpy |= EndsWithNoCase(name, ext);
+  return c;
+}
+
+bool HasPrefix(std::span<const uint8_t> b, std::string_view magic) {
+  return b.size() >= magic.size() && std::memcmp(b.data(), magic.data(), magic.size()) == 0;
+}
+
+// kReferenceMaxHeaderBytes is the safetensors reference reader's
+// MAX_HEADER_SIZE: a longer header is refused by every safetensors loader.
+constexpr uint64_t kReferenceMaxHeaderBytes = 100'000'000;
+
+// SafetensorsShaped: the reference reader would parse this file as
+// safetensors, whatever its name: an 8-byte little-endian length N with
+// 0 < N <= MAX_HEADER_SIZE and 8 + N <= size, and a header whose first
+// byte after JSON whitespace is '{' (serde_json skips leading whitespace;
+// the reference's "starts with {" check is commented out).
+bool SafetensorsShaped(std::span<const uint8_t> file) {
+  core::ByteReader r(file);
+  auto n = r.U64Le();
+  if (!n.ok() || n.value() == 0 || n.value() > kReferenceMaxHeaderBytes) return false;
+  auto header = r.Take(n.value());
+  if (!header.ok()) return false;
+  for (uint8_t c : header.value()) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    return c == '{';
+  }
+  return false;
+}
+
+// LfsPointer: a git-lfs pointer file (spec v1: at most 1024 bytes, the
+// first line names the spec) checked out instead of the weights.
+std::optional<std::string> LfsPointer(std::span<const uint8_t> file) {
+  constexpr uint64_t kMaxPointerBytes = 1024;
+  if (file.size() > kMaxPointerBytes) return std::nullopt;
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  if (text.rfind("version https://git-lfs.github.com/spec/v1\n", 0) != 0 &&
+      text.rfind("version https://hawser.github.com/spec/v1\n", 0) != 0) {
+    return std::nullopt;
+  }
+  std::string size;
+  const size_t at = text.find("\nsize ");
+  if (at != std::string_view::npos) {
+    const size_t end = text.find('\n', at + 1);
+    size = std::string(text.substr(at + 6, (end == std::string_view::npos ? text.size() : end) - at - 6));
+  }
+  return size;
+}
+
+// ZipFormat names a zip at offset 0 by its first member, as before.
+Format ZipFormat(std::span<const uint8_t> head) {
+  const Format f = DetectFormat(head, head.size(), "");
+  return f == Format::kPytorchZip || f == Format::kNumpyZip ? f : Format::kZip;
+}
+
+// Family groups view formats that are one reading of the bytes: two views
+// of different families are two loaders seeing different files.
+int Family(Format f) {
+  switch (f) {
+    case Format::kPytorchZip: case Format::kNumpyZip: case Format::kZip: return 1;
+    case Format::kPytorchTar: case Format::kTar: return 2;
+    case Format::kPickle: case Format::kJoblib: return 3;
+    case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
+    case Format::kLzma: return 4;
+    default: return 10 + static_cast<int>(f);
+  }
+}
+
+// FailClosed: a view that could not be completed (a limit ended it) leaves
+// bytes unjudged, so the file is rejected whatever --fail-on says; the
+// findings already made are all kept.
+void FailClosedOnLimits(FileScan& out) {
+  for (const auto& f : out.findings) {
+    if (f.id.size() > 6 && f.id.compare(f.id.size() - 6, 6, "-LIMIT") == 0) {
+      out.unparseable = true;
+      return;
+    }
+  }
+}
+
+// JudgeLoaderViews asks the model of every loader in the threat model what
+// it would deserialize from `file` and judges every view that a loader would
+// accept (see docs/loader-models.md):
+//   safetensors  the reference reader: SafetensorsShaped, or claimed by name
+//   torch.load   zip magic at 0 -> its zip reader; else tarfile opens it ->
+//                legacy tar members; else (or when tarfile raises) pickle at 0
+//   numpy.load   npy magic -> header and object pickles; zip magic -> npz;
+//                else (allow_pickle) pickle at 0
+//   joblib.load  compressor magic -> the decompressed stream; else pickle at 0
+//   pickle.load  pickle at 0
+// Pickle at 0 is judged when a name claims it or when it would load
+// (MaybePickle). Two views of different families are a polyglot.
+void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> file,
+                      std::string_view name, const ScanOptions& options, FileScan& out) {
+  const Claims claim = ClaimsOf(name);
+  const auto head = file.first(std::min<size_t>(file.size(), kSniffBytes));
+  auto view = [&](std::string_view loader, Format f) {
+    out.views.push_back(View{std::string(loader), "", 0, f});
+  };
+
+  if (auto lfs = LfsPointer(file)) {
+    out.format = Format::kLfsPointer;
+    out.unparseable = true;
+    out.findings.push_back(MakeFinding(
+        "MG-FMT-LFS-POINTER", Severity::kHigh,
+        "a git-lfs pointer file" + (lfs->empty() ? std::string() : " (for " + *lfs + " bytes)") +
+            ", not the weights: they were not fetched; run git lfs pull (actions/checkout: "
+            "lfs: true)",
+        0));
+    return;
+  }
+
+  // safetensors (safe_open / load_file)
+  // A view is added only where the loader would read the file; a claimed
+  // safetensors that is not even shaped like one is still judged (and
+  // rejected) by the core, without being a reading of the bytes.
+  const bool st_shaped = SafetensorsShaped(file);
+  if (st_shaped || claim.safetensors) {
+    if (st_shaped) view("safetensors", Format::kSafetensors);
+    auto st = core::ParseSafetensors(file, options.limits);
+    if (st.ok()) {
+      out.safetensors = std::move(st).value();
+      sc.SafetensorsYara(src, file, *out.safetensors);
+    } else {
+      out.unparseable = true;
+      out.findings.push_back(FindingFromError(st.error()));
+    }
+  }
+
+  // torch.load / numpy.load of a zip, a legacy tar
+  const bool zip0 = HasPrefix(head, "PK\x03\x04");
+  const bool empty_zip0 = HasPrefix(head, "PK\x05\x06");  // numpy.load: an empty npz
+  bool pickle_claimed = claim.pickle;
+  if (zip0 || empty_zip0) {
+    view(zip0 ? "torch.load" : "numpy.load", ZipFormat(head));
+    sc.Zip(src, Place{}, 0);
+  } else if (file.size() >= 512 && LooksLikeTar(head)) {
+    sc.Tar(src, file, Place{}, 0);
+    if (sc.torch_pickle_fallback()) {
+      pickle_claimed |= claim.torch;
+    } else {
+      view("torch.load", out.format == Format::kPytorchTar ? Format::kPytorchTar : Format::kTar);
+    }
+  } else {
+    pickle_claimed |= claim.torch;
+  }
+  if (sc.torch_pickle_fallback()) pickle_claimed = true;
+
+  // numpy.load of an .npy
+  const bool npy = HasPrefix(head, "\x93NUMPY");
+  if (npy) {
+    view("numpy.load", Format::kNumpy);
+    sc.Npy(file, Place{});
+  } else if (claim.numpy && !zip0 && !empty_zip0) {
+    pickle_claimed = true;  // numpy.load(allow_pickle=True) unpickles the rest
+  }
+
+  // joblib.load of a compressed file
+  if (auto codec = SniffCodec(head)) {
+    const Format f = DetectFormat(head, file.size(), "");
+    view("joblib.load", f);
+    sc.Contents(file, Place{}, 0);
+  } else if (HasPrefix(head, "7z\xbc\xaf\x27\x1c")) {
+    view("7z", Format::kSevenZip);
+    out.findings.push_back(UnanalyzedArchiveFinding("7z"));
+  }
+
+  // pickle.load at offset 0 (also torch.load's and numpy.load's fallback),
+  // when it would run the bytes.
+  if (sc.MaybePickle(file, Place{})) view("pickle.load", Format::kPickle);
+
+  // Formats this version recognises but does not parse.
+  if (out.views.empty() && !claim.safetensors &&
+      (HasPrefix(head, "GGUF") || EndsWithNoCase(name, ".gguf"))) {
+    view("gguf", Format::kGguf);
+  }
+
+  // A zip found from the end (self-extractor layout or a polyglot).
+  if (!zip0 && !empty_zip0) {
+    if (out.views.empty()) {
+      std::vector<Finding> probe;
+      auto zr = ReadZip(src, ZipLimits{}, &probe);
+      if (zr.ok() && zr.value().directory_ok && !zr.value().entries.empty()) {
+        view("zipfile", Format::kZip);
+        sc.Zip(src, Place{}, 0);
+      }
+    } else {
+      bool probe_zip = false;
+      for (const auto& v : out.views) {
+        probe_zip |= v.format == Format::kSafetensors || v.format == Format::kPickle ||
+                     v.format == Format::kNumpy;
+      }
+      if (probe_zip) {
+        out.format = out.views.front().format;
+        sc.ZipPolyglot(src);
+      }
+    }
+  }
+
+  // A claimed pickle is judged even when it breaks at once, unless another
+  // loader reads the file (then the claim only mismatches the content).
+  if (out.views.empty() && pickle_claimed && sc.MaybePickle(file, Place{}, true)) {
+    view("pickle.load", Format::kPickle);
+  }
+
+  if (out.views.empty() && claim.safetensors) {
+    out.format = Format::kSafetensors;  // judged (and refused) by the core above
+  } else if (out.views.empty()) {
+    out.format = Format::kUnknown;
+    out.findings.push_back(
+        MakeFinding("MG-FMT-UNKNOWN", Severity::kInfo, "not a recognized model format"));
+    if (sc.YaraAll()) sc.Yara(file, "data", Place{});
+  } else {
+    // The reported format: what the name claims when that loader reads the
+    // file, else the first view.
+    Format primary = out.views.front().format;
+    for (const auto& v : out.views) {
+      if ((claim.safetensors && v.format == Format::kSafetensors) ||
+          ((claim.pickle || claim.torch) && Family(v.format) == 3)) {
+        primary = v.format;
+        break;
+      }
+    }
+    if (Family(primary) == 3) {
+      for (const auto& imp : out.imports) {
+        if (imp.member.empty() && imp.pickle.module == "joblib.numpy_pickle") primary = Format::kJoblib;
+      }
+    }
+    out.format = primary;
+    for (const auto& v : out.views) {
+      if (v.format == Format::kGguf) {
+        if (sc.YaraAll()) sc.Yara(file, "data", Place{});
+        out.findings.push_back(MakeFinding(
+            "MG-FMT-NOT-ANALYZED", Severity::kMedium,
+            "format " + std::string(FormatName(v.format)) + " is not analyzed by this version"));
+      }
+    }
+  }
+
+  // Two loaders, two readings of the same bytes.
+  for (size_t i = 1; i < out.views.size(); ++i) {
+    if (Family(out.views[i].format) == Family(out.views[0].format)) continue;
+    std::string readings;
+    for (const auto& v : out.views) {
+      readings += (readings.empty() ? "" : "; ") + v.loader + " reads it as " +
+                  std::string(FormatName(v.format));
+    }
+    out.findings.push_back(MakeFinding(
+        "MG-POLY-LOADERS", Severity::kCritical,
+        "a polyglot: " + readings + " (each reading is judged; the bytes mean different "
+        "things to different loaders)", 0));
+    break;
+  }
+  CheckExtension(out);
+  FailClosedOnLimits(out);
+}
+
 }  // namespace
 
 Finding FindingFromError(const core::Error& e) {
@@ -561,100 +844,25 @@ FileScan ScanOpened(const core::OpenedFile& f, const std::string& path, const Sc
   FileScan out;
   out.path = path;
   out.size = f.size;
-  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(f.size, kSniffBytes)));
-  if (auto s = core::PreadExact(f.fd, 0, head); !s.ok()) {
+  // Every view reads this one descriptor: pread for containers, a guarded
+  // mapping for whole-file views (a truncation reads zeros and is caught
+  // below, never a SIGBUS).
+  auto mapped = core::GuardedMapping::Map(f.fd, f.size);
+  if (!mapped.ok()) {
     out.io_error = true;
-    out.findings.push_back(FindingFromError(s.error()));
+    out.findings.push_back(FindingFromError(mapped.error()));
     return out;
   }
-  out.format = DetectFormat(head, f.size, BaseName(path));
   FdSource src(f.fd, f.size);
   Scanner scanner(options, out);
-
-  auto map_or_fail = [&](Mapping& m) {
-    if (m.ok()) return true;
+  JudgeLoaderViews(scanner, src, mapped.value().bytes(), BaseName(path), options, out);
+  if (mapped.value().faulted()) {
     out.io_error = true;
-    out.findings.push_back(MakeFinding("MG-IO-READ", Severity::kHigh, "cannot map the file"));
-    return false;
-  };
-
-  switch (out.format) {
-    case Format::kSafetensors: {
-      auto st = core::ReadSafetensors(f.fd, f.size, options.limits);
-      if (st.ok()) {
-        out.safetensors = std::move(st).value();
-        scanner.SafetensorsYara(src, f.fd, *out.safetensors);
-        scanner.ZipPolyglot(src);
-      } else {
-        const core::Error& e = st.error();
-        if (e.code == core::Code::kIoRead || e.code == core::Code::kIoChanged) {
-          out.io_error = true;
-        } else {
-          out.unparseable = true;
-        }
-        out.findings.push_back(FindingFromError(e));
-      }
-      break;
-    }
-    case Format::kPickle: {
-      Mapping m(f.fd, f.size);
-      if (!map_or_fail(m)) break;
-      scanner.Pickle(m.bytes(), Place{});
-      scanner.ZipPolyglot(src);
-      break;
-    }
-    case Format::kNumpy: {
-      Mapping m(f.fd, f.size);
-      if (!map_or_fail(m)) break;
-      scanner.Npy(m.bytes(), Place{});
-      scanner.ZipPolyglot(src);
-      break;
-    }
-    case Format::kZip: case Format::kPytorchZip: case Format::kNumpyZip:
-      scanner.Zip(src, Place{}, 0);
-      break;
-    case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
-    case Format::kLzma: case Format::kTar: case Format::kSevenZip: {
-      Mapping m(f.fd, f.size);
-      if (!map_or_fail(m)) break;
-      scanner.Contents(m.bytes(), Place{}, 0);
-      break;
-    }
-    case Format::kUnknown: {
-      // A zip whose end record is at the end but whose start is not: a zip
-      // reader opens it (self-extractor layout, or a polyglot).
-      std::vector<Finding> probe;
-      auto zr = ReadZip(src, ZipLimits{}, &probe);
-      Mapping m(f.fd, f.size);
-      if (zr.ok() && zr.value().directory_ok && !zr.value().entries.empty()) {
-        out.format = Format::kZip;
-        scanner.Zip(src, Place{}, 0);
-      } else if (m.ok() && scanner.MaybePickle(m.bytes(), Place{})) {
-        out.format = Format::kPickle;
-      } else {
-        out.findings.push_back(
-            MakeFinding("MG-FMT-UNKNOWN", Severity::kInfo, "not a recognized model format"));
-        if (scanner.YaraAll() && map_or_fail(m)) scanner.Yara(m.bytes(), "data", Place{});
-      }
-      break;
-    }
-    case Format::kGguf: case Format::kOnnx:
-      if (scanner.YaraAll()) {
-        Mapping m(f.fd, f.size);
-        if (map_or_fail(m)) scanner.Yara(m.bytes(), "data", Place{});
-      }
-      out.findings.push_back(MakeFinding(
-          "MG-FMT-NOT-ANALYZED", Severity::kMedium,
-          "format " + std::string(FormatName(out.format)) + " is not analyzed by this version"));
-      break;
-    default:
-      out.findings.push_back(MakeFinding(
-          "MG-FMT-NOT-ANALYZED", Severity::kHigh,
-          "format " + std::string(FormatName(out.format)) +
-              " can carry executable pickle data and is not analyzed by this version; rejected"));
-      break;
+    out.findings.push_back(MakeFinding(
+        "MG-IO-CHANGED", Severity::kHigh,
+        "the file shrank while it was read (pages past its new end read as zeros); "
+        "not judged"));
   }
-  CheckExtension(out);
   return out;
 }
 

@@ -34,7 +34,7 @@ OVERLAP = st_bytes(
     bytes(12))
 # Valid JSON header but starts with a space: a high (not critical) finding.
 BAD_START = b"\x10\x00\x00\x00\x00\x00\x00\x00" + b' {"a":{}}       '
-PICKLE = b"\x80\x04\x95\x15\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x8c\x06system\x93."
+PICKLE = b"\x80\x04\x95\x0e\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x8c\x06system\x93."  # imports os.system
 
 
 def run(*args, env=None, timeout=30):

@@ -19,7 +19,10 @@ namespace modelgate::scanner {
 enum class Format : uint8_t {
   kUnknown, kSafetensors, kPickle, kPytorchZip, kPytorchTar, kNumpy, kNumpyZip,
   kJoblib, kZip, kTar, kGzip, kBzip2, kXz, kSevenZip, kGguf, kOnnx, kZlib, kLzma,
+  kLfsPointer,  // a git-lfs pointer file checked out instead of the weights
 };
+// kLastFormat is the highest Format (for loops over every format).
+inline constexpr Format kLastFormat = Format::kLfsPointer;
 // FormatName is the report spelling ("safetensors", "pytorch-zip", ...).
 std::string_view FormatName(Format f);
 
@@ -320,6 +323,16 @@ struct ScanOptions {
 core::Result<std::shared_ptr<const YaraRules>> CompileYaraRules(
     const std::vector<std::string>& dirs, bool with_default = true);
 
+// View is one reading of a file by one loader: what that loader would
+// deserialize, and as which format. The scanner asks every loader model
+// and judges every view a loader would accept.
+struct View {
+  std::string loader;  // "torch.load", "numpy.load", "safetensors", "pickle.load", ...
+  std::string member;  // "" for the whole file
+  uint64_t offset = 0; // where the view's bytes start in the file
+  Format format = Format::kUnknown;
+};
+
 // FileScan is everything the scanner learned about one file.
 struct FileScan {
   std::string path;
@@ -328,10 +341,15 @@ struct FileScan {
   // The gate could not read the file (the verdict is "error", not a judgment
   // on its content).
   bool io_error = false;
-  // The file claims a format whose parser rejected it: rejected whatever the
-  // severity bar (a file that cannot be parsed is never passed).
+  // Rejected whatever the severity bar: the file claims a format whose
+  // parser rejected it (a file that cannot be parsed is never passed), or a
+  // view could not be completed (a limit ended it: what was not read was
+  // not judged).
   bool unparseable = false;
   std::vector<Finding> findings;
+  // Every loader view judged (in model order); more than one family of
+  // formats among them is an MG-POLY-LOADERS finding.
+  std::vector<View> views;
   // The parsed model when the file is safetensors and passed the core rules.
   std::optional<core::Safetensors> safetensors;
   // Every global a pickle in the file imports, with the archive member it is
