@@ -39,8 +39,11 @@ measure() {  # measure NAME ARGS...: peak RSS of one run, output discarded
   local secs
   secs=$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$log")
   awk -v n="$name" -v kb="$kb" -v h="$header_bytes" -v rc="$rc" -v t="$secs" \
-    'BEGIN{printf "%-18s exit %d  %s wall  peak RSS %.1f MB  = %.2fx header\n", n, rc, t, kb*1024/1e6, kb*1024/h}'
+    'BEGIN{printf "%-19s exit %d  %s wall  peak RSS %.1f MB  = %.3fx header\n", n, rc, t, kb*1024/1e6, kb*1024/h}'
 }
 measure "inspect -f json" inspect -f json
+measure "inspect -o FILE" inspect -f json -o "$data/out.json"
 measure "inspect (text)" inspect
 measure "scan -f json" scan -f json
+# What the YARA header scan adds (the shipped rules run over the header).
+measure "inspect --no-yara" inspect -f json --no-yara

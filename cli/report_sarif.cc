@@ -67,6 +67,10 @@ constexpr std::array kRuleHelp = {
              "The format was detected from the content, but this version does not analyze it, so "
              "anything it may execute on load was not checked. Convert to safetensors or review it "
              "by hand."},
+    RuleHelp{"MG-FMT-LFS-POINTER", "Git LFS pointer instead of the weights",
+             "The file is a git-lfs pointer (a few lines naming the real object), not the model: "
+             "the weights were not fetched. Run git lfs pull (actions/checkout: lfs: true) and "
+             "scan again."},
     RuleHelp{"MG-FMT-EXTENSION-MISMATCH", "File extension does not match the content",
              "The file name claims one format but the bytes are another. Tools that trust the "
              "extension may load it with the wrong reader; a format that can carry code hidden "
@@ -105,6 +109,10 @@ constexpr std::array kRuleHelp = {
     RuleHelp{"MG-ST-DUPLICATE-KEY", "Duplicate JSON key in the header",
              "A key appears twice at some level of the header (for example inside __metadata__). "
              "The reference keeps the last, other readers the first: a parser differential."},
+    RuleHelp{"MG-ST-RESERVED-ESCAPED", "__metadata__ key spelled with escapes",
+             "A header key decodes to __metadata__ but is written with JSON escapes (for example "
+             "\"\\u005f_metadata__\"). The reference reads it as metadata, byte-matching parsers as "
+             "a tensor: a parser differential a gate refuses rather than resolves."},
     RuleHelp{"MG-ST-BAD-NAME", "Invalid tensor or metadata name",
              "A name is empty or contains NUL or control characters."},
     RuleHelp{"MG-ST-NAME-TOO-LONG", "Tensor name too long",
@@ -332,6 +340,11 @@ constexpr std::array kRuleHelp = {
              "An exception in the policy matches this file but its expiry date has passed, so it no "
              "longer waives anything. Renew or remove the exception."},
     // Polyglots and YARA.
+    RuleHelp{"MG-POLY-LOADERS", "Loaders read the file as different formats",
+             "Two of the loaders modelgate models (torch.load, pickle.load, numpy.load, "
+             "joblib.load, the safetensors reader) would read this file as different formats: a "
+             "polyglot. Each reading is judged, but the bytes mean different things to different "
+             "tools; do not load it."},
     RuleHelp{"MG-POLY-ZIP", "File is also a zip archive",
              "The file parses both as its own format and as a zip archive: a zip reader sees other "
              "content than the intended loader."},

@@ -83,7 +83,7 @@ TEST_CASE("Quoted escapes the one-byte C1 controls (raw 0x80-0x9F, e.g. CSI 0x9B
   }
 }
 
-TEST_CASE("Quoted escapes encoded C1 controls U+0080-U+009F as \\u", "[core][text]") {
+TEST_CASE("Quoted escapes encoded C1 controls U+0080-U+009F as code points", "[core][text]") {
   CHECK(core::Quoted("x" + Utf8(0x9B) + "2J") == "\"x\\u009b2J\"");
   CHECK(core::Quoted(Utf8(0x85)) == "\"\\u0085\"");  // NEL: a line break
   for (uint32_t cp = 0x80; cp <= 0x9F; ++cp) {
