@@ -751,6 +751,13 @@ def inspect_json_streams_to_stdout_and_to_o_file_alike(d):
     p = write(d, "m.safetensors", HOSTILE_ST)
     code, out, _ = run_bytes("inspect", "-f", "json", p)
     eq(code, 0, "stdout exit")
+    # The streamed document is laid out as nlohmann's dump(2) laid out the
+    # tree it replaced (which Python's indent=2 matches), escapes and all.
+    for doc_bytes in (out, run_bytes("inspect", "-f", "json",
+                                     write(d, "z.pt", zip_bytes([("m/data.pkl", OS_SYSTEM)])))[1]):
+        text = doc_bytes.decode("utf-8")
+        eq(text, json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n", "layout")
+    os.unlink(os.path.join(d, "z.pt"))
     o = os.path.join(d, "r.json")
     write(d, "r.json", b"old")
     os.chmod(o, 0o600)
