@@ -1,0 +1,481 @@
+// The judge: analyzes the bytes of one view — safetensors through the core
+// rules, pickles through the pickle machine, zip archives member by member
+// as PyTorch's reader finds them, .npy/.npz headers and object-array
+// pickles, tar archives as tarfile lists them, compressed wrappers within
+// the caps — and records every finding in one FileScan. Which views a file
+// has is the loader models' call (loader_models.cc). Internal to the
+// scanner.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "modelgate/scanner.h"
+#include "decompress.h"
+#include "npy.h"
+#include "source.h"
+#include "tar.h"
+#include "yara_rules.h"
+#include "zip.h"
+
+namespace modelgate::scanner::internal {
+
+using core::Severity;
+
+inline std::string_view BaseName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+inline bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+
+// Where a byte span sits: in the file itself (absolute offsets), or inside
+// an archive member (offsets relative to the member's decompressed bytes,
+// plus the member's absolute data offset when it is stored uncompressed).
+struct Place {
+  std::string member;                       // "" = the file itself
+  uint64_t file_base = 0;                   // absolute offset of byte 0, if known
+  bool absolute = true;                     // byte offsets map to file offsets
+};
+
+inline Finding Placed(Finding f, const Place& at) {
+  if (at.member.empty()) return f;
+  f.member = f.member.empty() ? at.member : at.member + "!" + f.member;
+  if (f.offset != core::kNoOffset) {
+    // Inside a member, analysis offsets count from the member's first byte.
+    f.member_offset = f.offset;
+    f.offset = at.absolute ? at.file_base + f.offset : core::kNoOffset;
+  }
+  return f;
+}
+
+// IsTensorStorage: a torch zip's storage member "<archive>/data/<key>"
+// (key digits): raw tensor bytes, never scanned by default.
+inline bool IsTensorStorage(std::string_view name) {
+  const size_t p = name.rfind("/data/");
+  if (p == std::string_view::npos) return false;
+  const std::string_view key = name.substr(p + 6);
+  return !key.empty() &&
+         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+class Scanner {
+ public:
+  Scanner(const ScanOptions& options, FileScan& out) : opts_(options), out_(out) {}
+
+  // Yara runs the rule set (if any) over `bytes`, which start `base` bytes
+  // into the file or member that `at` names.
+  void Yara(std::span<const uint8_t> bytes, std::string_view scope, const Place& at,
+            uint64_t base = 0) {
+    if (!opts_.yara) return;
+    std::vector<Finding> f;
+    opts_.yara->Scan(bytes, scope, &f, base);
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+  }
+  bool YaraAll() const { return opts_.yara && opts_.yara_scope == YaraScope::kAll; }
+
+  // SafetensorsYara scans a parsed file's header text ("header") and its
+  // decoded metadata ("metadata": one "key<TAB>value" line per entry, so
+  // "\u0063url" is seen as "curl"); tensor data only for scope all.
+  void SafetensorsYara(const Source& src, std::span<const uint8_t> file,
+                       const core::Safetensors& st) {
+    if (!opts_.yara) return;
+    constexpr uint64_t kHeaderStart = 8;
+    auto header = src.ReadVec(kHeaderStart, st.header_bytes);  // within limits: already parsed
+    if (!header.ok()) {
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(header.error()));
+      return;
+    }
+    Yara(header.value(), "header", Place{}, kHeaderStart);
+    std::string text;
+    for (const auto& [k, v] : st.metadata) text += k + "\t" + v + "\n";
+    std::vector<Finding> f;
+    opts_.yara->Scan({reinterpret_cast<const uint8_t*>(text.data()), text.size()}, "metadata", &f);
+    for (auto& x : f) {
+      // Offsets in the decoded text are not file offsets: point at the
+      // header, and skip what the raw header already showed.
+      const bool seen = std::any_of(out_.findings.begin(), out_.findings.end(),
+                                    [&](const Finding& y) { return y.id == x.id; });
+      if (seen) continue;
+      x.offset = kHeaderStart;
+      out_.findings.push_back(std::move(x));
+    }
+    if (YaraAll() && st.data_start < file.size()) {
+      Yara(file.subspan(static_cast<size_t>(st.data_start)), "data", Place{}, st.data_start);
+    }
+  }
+
+  // YaraPickle runs the rules over each top-level stream ("pickle": what
+  // the unpickler reads); what lies between and after them (raw storages,
+  // joblib arrays) only for scope all.
+  void YaraPickle(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
+                  const Place& at) {
+    if (!opts_.yara) return;
+    uint64_t covered = 0;
+    for (const auto& st : a.streams) {
+      if (st.depth != 0 || st.offset < base || st.end < st.offset) continue;
+      const uint64_t from = st.offset - base;
+      if (from >= bytes.size()) continue;
+      const uint64_t n = std::min<uint64_t>(st.end - st.offset, bytes.size() - from);
+      Yara(bytes.subspan(from, n), "pickle", at, st.offset);
+      covered = std::max(covered, from + n);
+    }
+    if (YaraAll() && covered < bytes.size()) Yara(bytes.subspan(covered), "data", at, base + covered);
+  }
+
+  // Pickle analyzes `bytes`, which start `base` bytes into the file or
+  // member that `at` names.
+  void Pickle(std::span<const uint8_t> bytes, const Place& at, uint64_t base = 0) {
+    PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, base);
+    Keep(a, at);
+    YaraPickle(a, bytes, base, at);
+  }
+
+  void Keep(const PickleAnalysis& a, const Place& at) {
+    for (auto& f : PickleFindings(a)) {
+      // One "pickle format" finding per file, however many streams it holds.
+      if (f.id == "MG-PK-PICKLE-FORMAT" && pickle_format_reported_) continue;
+      if (f.id == "MG-PK-PICKLE-FORMAT") pickle_format_reported_ = true;
+      out_.findings.push_back(Placed(std::move(f), at));
+    }
+    for (const auto& imp : a.imports) out_.imports.push_back(FileScan::Import{at.member, imp});
+  }
+
+  // Npy analyzes a .npy file or member: header, then either the pickle body
+  // of an object array or the exact size of a plain one.
+  void Npy(std::span<const uint8_t> bytes, const Place& at) {
+    std::vector<Finding> f;
+    NpyLimits limits;
+    auto h = ParseNpyHeader(bytes, 0, limits, &f);
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+    if (!h) {
+      if (at.member.empty()) out_.unparseable = true;
+      return;
+    }
+    Yara(bytes.first(static_cast<size_t>(h->data_offset)), "header", at);
+    if (h->has_object) {
+      Pickle(bytes.subspan(static_cast<size_t>(h->data_offset)), at, h->data_offset);
+      return;
+    }
+    if (YaraAll()) Yara(bytes.subspan(static_cast<size_t>(h->data_offset)), "data", at, h->data_offset);
+    if (!h->body_bytes) return;
+    const uint64_t have = bytes.size() - h->data_offset;
+    if (have < *h->body_bytes) {
+      out_.findings.push_back(Placed(
+          MakeFinding("MG-NPY-TRUNCATED", Severity::kHigh,
+                      "array body needs " + std::to_string(*h->body_bytes) + " bytes, " +
+                          std::to_string(have) + " present",
+                      bytes.size()),
+          at));
+      if (at.member.empty()) out_.unparseable = true;
+    } else if (have > *h->body_bytes) {
+      out_.findings.push_back(Placed(
+          MakeFinding("MG-NPY-TRAILING-DATA", Severity::kHigh,
+                      std::to_string(have - *h->body_bytes) +
+                          " bytes after the array body (np.load ignores them; another format "
+                          "can hide there)",
+                      h->data_offset + *h->body_bytes),
+          at));
+    }
+  }
+
+  void Zip(const Source& src, const Place& at, uint64_t depth) {
+    std::vector<Finding> f;
+    ZipLimits limits;
+    limits.max_entries = opts_.containers.max_zip_entries;
+    limits.max_central_dir_bytes = opts_.containers.max_central_dir_bytes;
+    limits.max_member_bytes = opts_.containers.max_member_bytes;
+    auto zr = ReadZip(src, limits, &f);
+    if (!zr.ok()) {
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(zr.error()));
+      return;
+    }
+    const ZipArchive& zip = zr.value();
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+    f.clear();
+    if (!zip.directory_ok) {
+      if (at.member.empty()) out_.unparseable = true;
+      return;
+    }
+    bool torchscript = false;
+    for (const auto& e : zip.entries) {
+      if (!e.usable) continue;
+      const std::string member = at.member.empty() ? e.name : at.member + "!" + e.name;
+      if (!torchscript && (e.name.rfind("code/", 0) == 0 || e.name.find("/code/") != std::string::npos)) {
+        torchscript = true;
+        out_.findings.push_back(MakeFinding(
+            "MG-ZIP-TORCHSCRIPT", Severity::kHigh,
+            "TorchScript archive: code in " + core::Quoted(e.name) +
+                " runs when the model is loaded with torch.jit.load; needs review",
+            at.absolute && at.member.empty() ? e.central_offset : core::kNoOffset, member));
+      }
+      // Peek at the member's first bytes to learn what it is (by content).
+      std::optional<std::vector<uint8_t>> whole;
+      std::vector<uint8_t> head;
+      if (e.method == 0) {
+        auto h = src.ReadVec(e.data_offset, std::min<uint64_t>(e.compressed_bytes, 16));
+        if (!h.ok()) {
+          out_.io_error = true;
+          out_.findings.push_back(FindingFromError(h.error()));
+          return;
+        }
+        head = std::move(h).value();
+      } else {
+        if (!Extract(src, e, at, &whole)) return;
+        if (!whole) continue;
+        head.assign(whole->begin(), whole->begin() + static_cast<long>(std::min<size_t>(whole->size(), 16)));
+      }
+      const bool is_pickle = (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) ||
+                             EndsWith(e.name, ".pkl") || EndsWith(e.name, ".pickle");
+      const bool is_npy = head.size() >= kNpyMagic.size() &&
+                          std::memcmp(head.data(), kNpyMagic.data(), kNpyMagic.size()) == 0;
+      const bool is_zip = head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
+      const bool storage = IsTensorStorage(e.name);
+      if (!is_pickle && !is_npy && !is_zip && (!opts_.yara || (storage && !YaraAll()))) continue;
+      if (!whole && !Extract(src, e, at, &whole)) return;
+      if (!whole) continue;
+      Place inner{member, at.absolute && at.member.empty() && e.method == 0 ? e.data_offset : 0,
+                  at.absolute && at.member.empty() && e.method == 0};
+      if (!is_pickle && !is_npy && !is_zip) {
+        // Neither pickle, npy nor archive: rules run over it as "member";
+        // tensor storages only for scope all, as "data".
+        Yara(*whole, storage ? "data" : "member", inner);
+        continue;
+      }
+      if (is_pickle) {
+        Pickle(*whole, inner);
+      } else if (is_npy) {
+        Npy(*whole, inner);
+      } else if (depth + 1 >= opts_.containers.max_nesting_depth) {
+        out_.findings.push_back(MakeFinding(
+            "MG-ZIP-LIMIT", Severity::kHigh,
+            "archive nested deeper than " + std::to_string(opts_.containers.max_nesting_depth) +
+                " levels (limit max_nesting_depth); not analyzed",
+            core::kNoOffset, member));
+      } else {
+        MemorySource nested(*whole);
+        Zip(nested, Place{member, 0, false}, depth + 1);
+      }
+    }
+  }
+
+  // A second format in the same bytes: zip readers look for the end record
+  // from the end of the file, so any file can also be a zip.
+  void ZipPolyglot(const Source& src) {
+    std::vector<Finding> f;
+    auto zr = ReadZip(src, ZipLimits{}, &f);
+    if (!zr.ok() || !zr.value().directory_ok || zr.value().entries.empty()) return;
+    out_.findings.push_back(MakeFinding(
+        "MG-POLY-ZIP", Severity::kCritical,
+        "the file is also a zip archive with " + std::to_string(zr.value().entries.size()) +
+            " member(s): a zip reader sees other content than a " +
+            std::string(FormatName(out_.format)) + " reader",
+        zr.value().eocd_offset));
+  }
+
+  // Decompressed analyzes what a compressed stream expands to, within the
+  // per-stream and per-file caps.
+  void Decompressed(std::span<const uint8_t> in, Codec codec, const Place& at, uint64_t depth) {
+    DecompressLimits limits;
+    const uint64_t budget = opts_.containers.max_total_decompressed_bytes > decompressed_
+                                ? opts_.containers.max_total_decompressed_bytes - decompressed_
+                                : 0;
+    limits.max_output_bytes = std::min(opts_.containers.max_member_bytes, budget);
+    limits.max_expansion_ratio = opts_.containers.max_expansion_ratio;
+    std::vector<Finding> f;
+    auto out = Decompress(in, codec, limits, &f, 0);
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+    if (!out) {
+      if (at.member.empty()) out_.unparseable = true;
+      return;
+    }
+    decompressed_ += out->size();
+    // What was decoded before any failure still reaches a streaming loader.
+    const std::string inner = (at.member.empty() ? "" : at.member + "!") + "<" +
+                              std::string(CodecName(codec)) + ">";
+    Contents(*out, Place{inner, 0, false}, depth + 1);
+  }
+
+  // Tar analyzes a tar archive as Python's tarfile lists it; torch's legacy
+  // tar is walked member by member as legacy_load reads it.
+  void Tar(const Source& src, std::span<const uint8_t> whole, const Place& at, uint64_t depth) {
+    std::vector<Finding> f;
+    auto tr = ReadTar(src, TarLimits{}, &f);
+    if (!tr.ok()) {
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(tr.error()));
+      return;
+    }
+    const TarArchive& tar = tr.value();
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+    f.clear();
+    if (tar.loader_fails) {
+      // tarfile raises, so torch.load falls back to unpickling the file
+      // from offset 0: analyze exactly that (for the file itself, the
+      // pickle view does, claimed by this fallback).
+      if (at.member.empty()) {
+        torch_pickle_fallback_ = true;
+        return;
+      }
+      Pickle(whole, at);
+      return;
+    }
+    if (LooksLikeTorchTar(tar)) {
+      if (at.member.empty()) out_.format = Format::kPytorchTar;
+      TorchTarMembers m = FindTorchTarMembers(tar, &f);
+      for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+      f.clear();
+      for (const TarMember* member : {m.storages, m.tensors, m.pickle}) {
+        if (member == nullptr) continue;
+        std::vector<uint8_t> bytes;
+        if (!TarBytes(src, *member, at, &bytes)) return;
+        TorchTarLayout layout = SplitTorchTarMember(member->name, bytes, member->data_offset, &f);
+        for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+        f.clear();
+        const std::string name = (at.member.empty() ? "" : at.member + "!") + member->name;
+        const Place inner{name, member->data_offset, at.absolute && at.member.empty()};
+        for (const auto& p : layout.pickles) {
+          Pickle(std::span<const uint8_t>(bytes).subspan(static_cast<size_t>(p.begin),
+                                                         static_cast<size_t>(p.end - p.begin)),
+                 inner, p.begin);
+        }
+      }
+      return;
+    }
+    for (const auto& member : tar.members) {
+      if (!member.HasData() || !member.data_in_bounds || member.size == 0) continue;
+      std::vector<uint8_t> bytes;
+      if (!TarBytes(src, member, at, &bytes)) return;
+      const std::string name = (at.member.empty() ? "" : at.member + "!") + member.name;
+      Contents(bytes, Place{name, member.data_offset, at.absolute && at.member.empty()}, depth + 1);
+    }
+  }
+
+  // Contents analyzes bytes found inside a container by their own format.
+  void Contents(std::span<const uint8_t> bytes, const Place& at, uint64_t depth) {
+    if (depth >= opts_.containers.max_nesting_depth) {
+      out_.findings.push_back(Placed(MakeFinding(
+          "MG-ARCHIVE-LIMIT", Severity::kHigh,
+          "containers nested deeper than " + std::to_string(opts_.containers.max_nesting_depth) +
+              " (limit max_nesting_depth); not analyzed"), at));
+      return;
+    }
+    const Format f = DetectFormat(bytes.first(std::min<size_t>(bytes.size(), kSniffBytes)),
+                                  bytes.size(), "");
+    MemorySource src(bytes);
+    switch (f) {
+      case Format::kPickle: Pickle(bytes, at); break;
+      case Format::kNumpy: Npy(bytes, at); break;
+      case Format::kZip: case Format::kPytorchZip: case Format::kNumpyZip:
+        Zip(src, at, depth);
+        break;
+      case Format::kTar: Tar(src, bytes, at, depth); break;
+      case Format::kGzip: Decompressed(bytes, Codec::kGzip, at, depth); break;
+      case Format::kZlib: Decompressed(bytes, Codec::kZlib, at, depth); break;
+      case Format::kBzip2: Decompressed(bytes, Codec::kBzip2, at, depth); break;
+      case Format::kXz: Decompressed(bytes, Codec::kXz, at, depth); break;
+      case Format::kLzma: Decompressed(bytes, Codec::kLzma, at, depth); break;
+      case Format::kSevenZip:
+        out_.findings.push_back(Placed(UnanalyzedArchiveFinding("7z"), at));
+        break;
+      default:
+        Yara(bytes, "member", at);
+        MaybePickle(bytes, at);
+        break;
+    }
+  }
+
+  // MaybePickle runs the pickle machine on bytes no loader's name claims as
+  // a pickle (protocol 0 and 1 pickles have no magic). They are a pickle
+  // view (findings kept) only when pickle.load would really run them:
+  // PicklesLoad. With `claimed` (the file's name says a pickle loader reads
+  // it) the findings are kept whatever the stream does.
+  bool MaybePickle(std::span<const uint8_t> bytes, const Place& at, bool claimed = false) {
+    PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, 0);
+    if (!claimed && !PicklesLoad(a)) return false;
+    Keep(a, at);
+    YaraPickle(a, bytes, 0, at);
+    return true;
+  }
+
+  // PicklesLoad: the analysis shows a stream that pickle.load would act on:
+  // one that reaches STOP, or one that calls something or imports a
+  // code-execution global before it breaks (the call has run by then).
+  // Imports of names that merely fail to resolve, as text read as opcodes
+  // yields ("certifi==1.0" read as GLOBAL), are not a pickle.
+  static bool PicklesLoad(const PickleAnalysis& a) {
+    for (const auto& st : a.streams) {
+      if (st.depth == 0 && st.complete && st.opcode_count > 1) return true;
+    }
+    // A persistent id is not a call for pickle.load: without a
+    // persistent_load it raises there (zip bytes read as opcodes start
+    // with PERSID).
+    for (const auto& c : a.calls) {
+      if (c.opcode != "PERSID" && c.opcode != "BINPERSID") return true;
+    }
+    return std::any_of(a.imports.begin(), a.imports.end(),
+                       [](const PickleImport& i) { return i.safety == GlobalClass::kCritical; });
+  }
+
+  // torch_pickle_fallback: the top-level tar view made tarfile raise, so
+  // torch.load unpickles the file from offset 0 (the pickle view).
+  bool torch_pickle_fallback() const { return torch_pickle_fallback_; }
+
+  uint64_t decompressed() const { return decompressed_; }
+
+ private:
+  static uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+    uint64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+  }
+
+  bool TarBytes(const Source& src, const TarMember& m, const Place& at, std::vector<uint8_t>* out) {
+    if (m.size > opts_.containers.max_member_bytes) {
+      out_.findings.push_back(Placed(MakeFinding(
+          "MG-TAR-LIMIT", Severity::kHigh,
+          "member " + core::Quoted(m.name) + " of " + std::to_string(m.size) +
+              " bytes exceeds max_member_bytes; not analyzed", m.data_offset), at));
+      return true;
+    }
+    auto b = ExtractTarMember(src, m, opts_.containers.max_member_bytes);
+    if (!b.ok()) {
+      if (b.error().code == core::Code::kStTruncated) return true;  // reported by ReadTar
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(b.error()));
+      return false;
+    }
+    *out = std::move(b).value();
+    return true;
+  }
+
+  bool Extract(const Source& src, const ZipEntry& e, const Place& at,
+               std::optional<std::vector<uint8_t>>* whole) {
+    std::vector<Finding> f;
+    auto m = ExtractZipMember(src, e, opts_.containers.max_member_bytes, &f);
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+    if (!m.ok()) {
+      out_.io_error = true;
+      out_.findings.push_back(FindingFromError(m.error()));
+      return false;
+    }
+    if (m.value()) decompressed_ += m.value()->size();
+    *whole = std::move(m).value();
+    return true;
+  }
+
+  const ScanOptions& opts_;
+  FileScan& out_;
+  uint64_t decompressed_ = 0;
+  bool pickle_format_reported_ = false;
+  bool torch_pickle_fallback_ = false;
+};
+
+}  // namespace modelgate::scanner::internal

@@ -1,0 +1,351 @@
+// Loader models: for each loader, the byte views it would deserialize, as
+// its source decides them (docs/loader-models.md names the versions).
+#include "loader_models.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace modelgate::scanner::internal {
+namespace {
+
+// Extensions people trust, and the formats content may have under them.
+struct ExtensionRule {
+  std::string_view ext;
+  std::vector<Format> formats;
+};
+
+const std::vector<ExtensionRule>& ExtensionRules() {
+  static const std::vector<ExtensionRule> rules = {
+      {".safetensors", {Format::kSafetensors}},
+      {".npy", {Format::kNumpy}},
+      {".npz", {Format::kNumpyZip, Format::kZip}},
+      {".pt", {Format::kPytorchZip, Format::kPickle, Format::kPytorchTar, Format::kZip}},
+      {".pth", {Format::kPytorchZip, Format::kPickle, Format::kPytorchTar, Format::kZip}},
+      {".bin", {Format::kPytorchZip, Format::kPickle, Format::kPytorchTar, Format::kZip,
+                Format::kSafetensors, Format::kUnknown}},
+      {".ckpt", {Format::kPytorchZip, Format::kPickle, Format::kPytorchTar, Format::kZip}},
+      {".pkl", {Format::kPickle, Format::kJoblib}},
+      {".pickle", {Format::kPickle, Format::kJoblib}},
+      {".joblib", {Format::kJoblib, Format::kPickle, Format::kZlib, Format::kGzip, Format::kBzip2,
+                   Format::kXz}},
+      {".gguf", {Format::kGguf}},
+      {".zip", {Format::kZip, Format::kPytorchZip, Format::kNumpyZip}},
+      {".gz", {Format::kGzip}},
+  };
+  return rules;
+}
+
+bool MayCarryCode(Format f) {
+  switch (f) {
+    case Format::kSafetensors: case Format::kGguf: case Format::kUnknown: case Format::kOnnx:
+      return false;
+    default:
+      return true;
+  }
+}
+
+void CheckExtension(FileScan& out) {
+  const std::string_view name = BaseName(out.path);
+  for (const auto& rule : ExtensionRules()) {
+    if (!EndsWith(name, rule.ext)) continue;
+    if (std::find(rule.formats.begin(), rule.formats.end(), out.format) != rule.formats.end()) return;
+    out.findings.push_back(MakeFinding(
+        "MG-FMT-EXTENSION-MISMATCH", MayCarryCode(out.format) ? Severity::kHigh : Severity::kLow,
+        "named " + std::string(rule.ext) + " but the content is " +
+            std::string(FormatName(out.format))));
+    return;
+  }
+}
+
+
+
+// --- loader models ---
+// Which loaders a file name says will read the file. Loaders ignore names;
+// people do not: a name is a claim, and the claimed loader's model always
+// runs, so a file that fails it is rejected rather than called "unknown".
+struct Claims {
+  bool safetensors = false;  // .safetensors: safe_open / load_file
+  bool torch = false;        // .pt .pth .bin .ckpt: torch.load
+  bool pickle = false;       // .pkl .pickle .joblib: pickle.load / joblib.load
+  bool numpy = false;        // .npy .npz: numpy.load(allow_pickle=True)
+};
+
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  const std::string_view tail = s.substr(s.size() - suffix.size());
+  for (size_t i = 0; i < tail.size(); ++i) {
+    const char c = tail[i] >= 'A' && tail[i] <= 'Z' ? static_cast<char>(tail[i] - 'A' + 'a') : tail[i];
+    if (c != suffix[i]) return false;
+  }
+  return true;
+}
+
+Claims ClaimsOf(std::string_view name) {
+  Claims c;
+  c.safetensors = EndsWithNoCase(name, ".safetensors");
+  for (std::string_view ext : {".pt", ".pth", ".bin", ".ckpt"}) c.torch |= EndsWithNoCase(name, ext);
+  for (std::string_view ext : {".pkl", ".pickle", ".joblib"}) c.pickle |= EndsWithNoCase(name, ext);
+  for (std::string_view ext : {".npy", ".npz"}) c.numpy |= EndsWithNoCase(name, ext);
+  return c;
+}
+
+bool HasPrefix(std::span<const uint8_t> b, std::string_view magic) {
+  return b.size() >= magic.size() && std::memcmp(b.data(), magic.data(), magic.size()) == 0;
+}
+
+// kReferenceMaxHeaderBytes is the safetensors reference reader's
+// MAX_HEADER_SIZE: a longer header is refused by every safetensors loader.
+constexpr uint64_t kReferenceMaxHeaderBytes = 100'000'000;
+
+// SafetensorsShaped: the reference reader would parse this file as
+// safetensors, whatever its name: an 8-byte little-endian length N with
+// 0 < N <= MAX_HEADER_SIZE and 8 + N <= size, and a header whose first
+// byte after JSON whitespace is '{' (serde_json skips leading whitespace;
+// the reference's "starts with {" check is commented out).
+bool SafetensorsShaped(std::span<const uint8_t> file) {
+  core::ByteReader r(file);
+  auto n = r.U64Le();
+  if (!n.ok() || n.value() == 0 || n.value() > kReferenceMaxHeaderBytes) return false;
+  auto header = r.Take(n.value());
+  if (!header.ok()) return false;
+  for (uint8_t c : header.value()) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+    return c == '{';
+  }
+  return false;
+}
+
+// LfsPointer: a git-lfs pointer file (spec v1: at most 1024 bytes, the
+// first line names the spec) checked out instead of the weights.
+std::optional<std::string> LfsPointer(std::span<const uint8_t> file) {
+  constexpr uint64_t kMaxPointerBytes = 1024;
+  if (file.size() > kMaxPointerBytes) return std::nullopt;
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  if (text.rfind("version https://git-lfs.github.com/spec/v1\n", 0) != 0 &&
+      text.rfind("version https://hawser.github.com/spec/v1\n", 0) != 0) {
+    return std::nullopt;
+  }
+  std::string size;
+  const size_t at = text.find("\nsize ");
+  if (at != std::string_view::npos) {
+    const size_t end = text.find('\n', at + 1);
+    size = std::string(text.substr(at + 6, (end == std::string_view::npos ? text.size() : end) - at - 6));
+  }
+  return size;
+}
+
+// ZipFormat names a zip at offset 0 by its first member, as before.
+Format ZipFormat(std::span<const uint8_t> head) {
+  const Format f = DetectFormat(head, head.size(), "");
+  return f == Format::kPytorchZip || f == Format::kNumpyZip ? f : Format::kZip;
+}
+
+// Family groups view formats that are one reading of the bytes: two views
+// of different families are two loaders seeing different files.
+int Family(Format f) {
+  switch (f) {
+    case Format::kPytorchZip: case Format::kNumpyZip: case Format::kZip: return 1;
+    case Format::kPytorchTar: case Format::kTar: return 2;
+    case Format::kPickle: case Format::kJoblib: return 3;
+    case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
+    case Format::kLzma: return 4;
+    default: return 10 + static_cast<int>(f);
+  }
+}
+
+// FailClosed: a view that could not be completed (a limit ended it) leaves
+// bytes unjudged, so the file is rejected whatever --fail-on says; the
+// findings already made are all kept.
+void FailClosedOnLimits(FileScan& out) {
+  for (const auto& f : out.findings) {
+    if (f.id.size() > 6 && f.id.compare(f.id.size() - 6, 6, "-LIMIT") == 0) {
+      out.unparseable = true;
+      return;
+    }
+  }
+}
+
+// JudgeLoaderViews asks the model of every loader in the threat model what
+// it would deserialize from `file` and judges every view that a loader would
+// accept (see docs/loader-models.md):
+//   safetensors  the reference reader: SafetensorsShaped, or claimed by name
+//   torch.load   zip magic at 0 -> its zip reader; else tarfile opens it ->
+//                legacy tar members; else (or when tarfile raises) pickle at 0
+//   numpy.load   npy magic -> header and object pickles; zip magic -> npz;
+//                else (allow_pickle) pickle at 0
+//   joblib.load  compressor magic -> the decompressed stream; else pickle at 0
+//   pickle.load  pickle at 0
+// Pickle at 0 is judged when a name claims it or when it would load
+// (MaybePickle). Two views of different families are a polyglot.
+}  // namespace
+
+void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> file,
+                      std::string_view name, const ScanOptions& options, FileScan& out) {
+  const Claims claim = ClaimsOf(name);
+  const auto head = file.first(std::min<size_t>(file.size(), kSniffBytes));
+  auto view = [&](std::string_view loader, Format f) {
+    out.views.push_back(View{std::string(loader), "", 0, f});
+  };
+
+  if (auto lfs = LfsPointer(file)) {
+    out.format = Format::kLfsPointer;
+    out.unparseable = true;
+    out.findings.push_back(MakeFinding(
+        "MG-FMT-LFS-POINTER", Severity::kHigh,
+        "a git-lfs pointer file" + (lfs->empty() ? std::string() : " (for " + *lfs + " bytes)") +
+            ", not the weights: they were not fetched; run git lfs pull (actions/checkout: "
+            "lfs: true)",
+        0));
+    return;
+  }
+
+  // safetensors (safe_open / load_file)
+  // A view is added only where the loader would read the file; a claimed
+  // safetensors that is not even shaped like one is still judged (and
+  // rejected) by the core, without being a reading of the bytes.
+  const bool st_shaped = SafetensorsShaped(file);
+  if (st_shaped || claim.safetensors) {
+    if (st_shaped) view("safetensors", Format::kSafetensors);
+    auto st = core::ParseSafetensors(file, options.limits);
+    if (st.ok()) {
+      out.safetensors = std::move(st).value();
+      sc.SafetensorsYara(src, file, *out.safetensors);
+    } else {
+      out.unparseable = true;
+      out.findings.push_back(FindingFromError(st.error()));
+    }
+  }
+
+  // torch.load / numpy.load of a zip, a legacy tar
+  const bool zip0 = HasPrefix(head, "PK\x03\x04");
+  const bool empty_zip0 = HasPrefix(head, "PK\x05\x06");  // numpy.load: an empty npz
+  bool pickle_claimed = claim.pickle;
+  if (zip0 || empty_zip0) {
+    view(zip0 ? "torch.load" : "numpy.load", ZipFormat(head));
+    sc.Zip(src, Place{}, 0);
+  } else if (file.size() >= 512 && LooksLikeTar(head)) {
+    sc.Tar(src, file, Place{}, 0);
+    if (sc.torch_pickle_fallback()) {
+      pickle_claimed |= claim.torch;
+    } else {
+      view("torch.load", out.format == Format::kPytorchTar ? Format::kPytorchTar : Format::kTar);
+    }
+  } else {
+    pickle_claimed |= claim.torch;
+  }
+  if (sc.torch_pickle_fallback()) pickle_claimed = true;
+
+  // numpy.load of an .npy
+  const bool npy = HasPrefix(head, "\x93NUMPY");
+  if (npy) {
+    view("numpy.load", Format::kNumpy);
+    sc.Npy(file, Place{});
+  } else if (claim.numpy && !zip0 && !empty_zip0) {
+    pickle_claimed = true;  // numpy.load(allow_pickle=True) unpickles the rest
+  }
+
+  // joblib.load of a compressed file
+  if (auto codec = SniffCodec(head)) {
+    const Format f = DetectFormat(head, file.size(), "");
+    view("joblib.load", f);
+    sc.Contents(file, Place{}, 0);
+  } else if (HasPrefix(head, "7z\xbc\xaf\x27\x1c")) {
+    view("7z", Format::kSevenZip);
+    out.findings.push_back(UnanalyzedArchiveFinding("7z"));
+  }
+
+  // pickle.load at offset 0 (also torch.load's and numpy.load's fallback),
+  // when it would run the bytes.
+  if (sc.MaybePickle(file, Place{})) view("pickle.load", Format::kPickle);
+
+  // Formats this version recognises but does not parse.
+  if (out.views.empty() && !claim.safetensors &&
+      (HasPrefix(head, "GGUF") || EndsWithNoCase(name, ".gguf"))) {
+    view("gguf", Format::kGguf);
+  }
+
+  // A zip found from the end (self-extractor layout or a polyglot).
+  if (!zip0 && !empty_zip0) {
+    if (out.views.empty()) {
+      std::vector<Finding> probe;
+      auto zr = ReadZip(src, ZipLimits{}, &probe);
+      if (zr.ok() && zr.value().directory_ok && !zr.value().entries.empty()) {
+        view("zipfile", Format::kZip);
+        sc.Zip(src, Place{}, 0);
+      }
+    } else {
+      bool probe_zip = false;
+      for (const auto& v : out.views) {
+        probe_zip |= v.format == Format::kSafetensors || v.format == Format::kPickle ||
+                     v.format == Format::kNumpy;
+      }
+      if (probe_zip) {
+        out.format = out.views.front().format;
+        sc.ZipPolyglot(src);
+      }
+    }
+  }
+
+  // A claimed pickle is judged even when it breaks at once, unless another
+  // loader reads the file (then the claim only mismatches the content).
+  if (out.views.empty() && pickle_claimed && sc.MaybePickle(file, Place{}, true)) {
+    view("pickle.load", Format::kPickle);
+  }
+
+  if (out.views.empty() && claim.safetensors) {
+    out.format = Format::kSafetensors;  // judged (and refused) by the core above
+  } else if (out.views.empty()) {
+    out.format = Format::kUnknown;
+    out.findings.push_back(
+        MakeFinding("MG-FMT-UNKNOWN", Severity::kInfo, "not a recognized model format"));
+    if (sc.YaraAll()) sc.Yara(file, "data", Place{});
+  } else {
+    // The reported format: what the name claims when that loader reads the
+    // file, else the first view.
+    Format primary = out.views.front().format;
+    for (const auto& v : out.views) {
+      if ((claim.safetensors && v.format == Format::kSafetensors) ||
+          ((claim.pickle || claim.torch) && Family(v.format) == 3)) {
+        primary = v.format;
+        break;
+      }
+    }
+    if (Family(primary) == 3) {
+      for (const auto& imp : out.imports) {
+        if (imp.member.empty() && imp.pickle.module == "joblib.numpy_pickle") primary = Format::kJoblib;
+      }
+    }
+    out.format = primary;
+    for (const auto& v : out.views) {
+      if (v.format == Format::kGguf) {
+        if (sc.YaraAll()) sc.Yara(file, "data", Place{});
+        out.findings.push_back(MakeFinding(
+            "MG-FMT-NOT-ANALYZED", Severity::kMedium,
+            "format " + std::string(FormatName(v.format)) + " is not analyzed by this version"));
+      }
+    }
+  }
+
+  // Two loaders, two readings of the same bytes.
+  for (size_t i = 1; i < out.views.size(); ++i) {
+    if (Family(out.views[i].format) == Family(out.views[0].format)) continue;
+    std::string readings;
+    for (const auto& v : out.views) {
+      readings += (readings.empty() ? "" : "; ") + v.loader + " reads it as " +
+                  std::string(FormatName(v.format));
+    }
+    out.findings.push_back(MakeFinding(
+        "MG-POLY-LOADERS", Severity::kCritical,
+        "a polyglot: " + readings + " (each reading is judged; the bytes mean different "
+        "things to different loaders)", 0));
+    break;
+  }
+  CheckExtension(out);
+  FailClosedOnLimits(out);
+}
+
+
+}  // namespace modelgate::scanner::internal
