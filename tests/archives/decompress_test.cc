@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdio>
 
+#include "budget.h"
 #include "decompress.h"
 
 namespace sc = modelgate::scanner;
@@ -270,4 +272,318 @@ TEST_CASE("findings carry the base offset, 7z is reported, not unpacked", "[deco
   auto u = sc::UnanalyzedArchiveFinding("7z");
   CHECK(u.id == "MG-ARCHIVE-UNSUPPORTED");
   CHECK(u.severity == modelgate::core::Severity::kHigh);
+}
+
+// --- Budget and the streaming Decoder ---
+
+namespace {
+
+// CountingSource is memory that records how it is read: the Decoder must
+// read its input in bounded windows, and no further than it needs.
+class CountingSource : public sc::Source {
+ public:
+  explicit CountingSource(const Bytes& b) : mem_(b) {}
+  uint64_t size() const override { return mem_.size(); }
+  modelgate::core::Status Read(uint64_t offset, std::span<uint8_t> out) const override {
+    largest_read = std::max<uint64_t>(largest_read, out.size());
+    bytes_read += out.size();
+    return mem_.Read(offset, out);
+  }
+  mutable uint64_t largest_read = 0, bytes_read = 0;
+
+ private:
+  sc::MemorySource mem_;
+};
+
+// FailingSource fails every read past `good` bytes with an I/O error.
+class FailingSource : public sc::Source {
+ public:
+  FailingSource(const Bytes& b, uint64_t good) : mem_(b), good_(good) {}
+  uint64_t size() const override { return mem_.size(); }
+  modelgate::core::Status Read(uint64_t offset, std::span<uint8_t> out) const override {
+    if (offset + out.size() > good_) {
+      return modelgate::core::Error{modelgate::core::Code::kIoChanged, offset, "file shrank"};
+    }
+    return mem_.Read(offset, out);
+  }
+
+ private:
+  sc::MemorySource mem_;
+  uint64_t good_;
+};
+
+sc::BudgetLimits NoRatio() {
+  sc::BudgetLimits l;
+  l.ratio_floor_bytes = UINT64_MAX;
+  return l;
+}
+
+struct Decoded {
+  Bytes bytes;
+  sc::DecodeState state;
+  std::vector<sc::Finding> findings;
+};
+
+Decoded DecodeAll(const Bytes& z, sc::Codec c, sc::Budget& budget) {
+  sc::MemorySource src(z);
+  Decoded d;
+  auto dec = sc::Decoder::Open(src, 0, z.size(), c, budget, &d.findings);
+  REQUIRE(dec);
+  dec->ReadAll(&d.bytes);
+  d.state = dec->state();
+  return d;
+}
+
+bool Names(const sc::Finding& f, const std::string& limit) {
+  return f.id == "MG-ARCHIVE-LIMIT" && f.message.find("(limit " + limit + " ") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("Decoder output read in small pieces equals the whole, for every codec", "[decompress]") {
+  const Bytes data = Text(300'000);
+  for (sc::Codec c : kAll) {
+    INFO(sc::CodecName(c));
+    const Bytes z = Compress(c, data);
+    sc::MemorySource src(z);
+    sc::Budget budget;
+    std::vector<sc::Finding> f;
+    auto dec = sc::Decoder::Open(src, 0, z.size(), c, budget, &f);
+    REQUIRE(dec);
+    Bytes out;
+    uint8_t piece[977];
+    while (dec->more()) {
+      const size_t n = dec->Read(piece);
+      out.insert(out.end(), piece, piece + n);
+    }
+    CHECK(dec->state() == sc::DecodeState::kEnd);
+    CHECK(out == data);
+    CHECK(f.empty());
+    CHECK(budget.inflated_bytes() == data.size());  // every byte charged, once
+  }
+}
+
+TEST_CASE("a sniff decodes at most what it asks for and reads input in windows", "[decompress][budget]") {
+  // 8 MiB of text-like bytes: a full decode would be 128 times the sniff.
+  const Bytes data = Text(8u << 20);
+  for (sc::Codec c : {sc::Codec::kGzip, sc::Codec::kBzip2}) {
+    INFO(sc::CodecName(c));
+    const Bytes z = Compress(c, data);
+    CountingSource src(z);
+    sc::Budget budget;
+    std::vector<sc::Finding> f;
+    auto dec = sc::Decoder::Open(src, 0, z.size(), c, budget, &f);
+    REQUIRE(dec);
+    const Bytes head = dec->ReadUpTo(sc::kSniffBytes64K);
+    CHECK(head.size() == sc::kSniffBytes64K);
+    CHECK(std::equal(head.begin(), head.end(), data.begin()));
+    CHECK(dec->more());
+    CHECK(budget.inflated_bytes() == sc::kSniffBytes64K);
+    CHECK(src.largest_read <= 64 * 1024);
+    CHECK(src.bytes_read < z.size() / 4);  // nowhere near the whole input
+    CHECK(f.empty());
+  }
+}
+
+TEST_CASE("budget max_total_decompressed_bytes: N passes, N+1 is MG-ARCHIVE-LIMIT", "[decompress][budget][limits]") {
+  const Bytes data = Text(100'000);
+  for (sc::Codec c : kAll) {
+    INFO(sc::CodecName(c));
+    const Bytes z = Compress(c, data);
+    sc::BudgetLimits l = NoRatio();
+    l.max_total_decompressed_bytes = data.size();
+    sc::Budget at(l);
+    auto ok = DecodeAll(z, c, at);
+    CHECK(ok.state == sc::DecodeState::kEnd);
+    CHECK(ok.findings.empty());
+    CHECK_FALSE(at.exhausted());
+    l.max_total_decompressed_bytes = data.size() - 1;
+    sc::Budget past(l);
+    auto stopped = DecodeAll(z, c, past);
+    CHECK(stopped.state == sc::DecodeState::kLimit);
+    REQUIRE(stopped.findings.size() == 1);
+    CHECK(Names(stopped.findings[0], "max_total_decompressed_bytes"));
+    CHECK(stopped.findings[0].severity == modelgate::core::Severity::kHigh);
+    CHECK(stopped.bytes.size() == data.size() - 1);  // up to the limit, a true prefix
+    CHECK(past.exhausted());
+    CHECK(past.limits_hit() == std::vector<std::string>{"max_total_decompressed_bytes"});
+  }
+}
+
+TEST_CASE("one budget spans streams: the second stream pays for the first", "[decompress][budget]") {
+  const Bytes a = Text(50'000);
+  const Bytes z = Compress(sc::Codec::kGzip, a);
+  sc::BudgetLimits l = NoRatio();
+  l.max_total_decompressed_bytes = 2 * a.size() - 1;
+  sc::Budget budget(l);
+  CHECK(DecodeAll(z, sc::Codec::kGzip, budget).state == sc::DecodeState::kEnd);
+  auto second = DecodeAll(z, sc::Codec::kGzip, budget);
+  CHECK(second.state == sc::DecodeState::kLimit);
+  CHECK(second.bytes.size() == a.size() - 1);
+  // Spent stays spent: a third stream gets nothing.
+  auto third = DecodeAll(z, sc::Codec::kGzip, budget);
+  CHECK(third.bytes.empty());
+  REQUIRE(third.findings.size() == 1);
+  CHECK(Names(third.findings[0], "max_total_decompressed_bytes"));
+}
+
+TEST_CASE("budget max_member_bytes and max_expansion_ratio bind each stream", "[decompress][budget][limits]") {
+  const Bytes data = Text(100'000);
+  const Bytes z = Compress(sc::Codec::kBzip2, data);
+  sc::BudgetLimits l = NoRatio();
+  l.max_member_bytes = data.size();
+  sc::Budget at(l);
+  CHECK(DecodeAll(z, sc::Codec::kBzip2, at).findings.empty());
+  l.max_member_bytes = data.size() - 1;
+  sc::Budget past(l);
+  auto m = DecodeAll(z, sc::Codec::kBzip2, past);
+  REQUIRE(m.findings.size() == 1);
+  CHECK(Names(m.findings[0], "max_member_bytes"));
+
+  const Bytes zeros = Compress(sc::Codec::kGzip, Bytes(1 << 20, 0));
+  const uint64_t need = ((1u << 20) + zeros.size() - 1) / zeros.size();
+  sc::BudgetLimits r;
+  r.ratio_floor_bytes = 0;
+  r.max_expansion_ratio = need;
+  sc::Budget ratio_at(r);
+  CHECK(DecodeAll(zeros, sc::Codec::kGzip, ratio_at).findings.empty());
+  r.max_expansion_ratio = need - 1;
+  sc::Budget ratio_past(r);
+  auto q = DecodeAll(zeros, sc::Codec::kGzip, ratio_past);
+  REQUIRE(q.findings.size() == 1);
+  CHECK(Names(q.findings[0], "max_expansion_ratio"));
+  CHECK(ratio_past.limits_hit() == std::vector<std::string>{"max_expansion_ratio"});
+}
+
+TEST_CASE("budget max_members, max_records, max_nesting_depth at N and N+1", "[budget][limits]") {
+  sc::BudgetLimits l;
+  l.max_members = 3;
+  l.max_records = 10;
+  l.max_nesting_depth = 2;
+  sc::Budget b(l);
+  for (int i = 0; i < 3; ++i) CHECK(b.ChargeMember().ok());
+  auto m = b.ChargeMember(77);
+  REQUIRE_FALSE(m.ok());
+  CHECK(Names(m.finding(), "max_members"));
+  CHECK(m.finding().offset == 77);
+  CHECK(b.members() == 3);
+
+  CHECK(b.ChargeRecords(4).ok());
+  CHECK(b.ChargeRecords(6).ok());  // exactly 10
+  auto r = b.ChargeRecords(1);
+  REQUIRE_FALSE(r.ok());
+  CHECK(Names(r.finding(), "max_records"));
+  CHECK_FALSE(b.ChargeRecords(UINT64_MAX).ok());  // no wrap-around
+  CHECK(b.records() == 10);
+
+  {
+    sc::DepthScope one(b), two(b);
+    CHECK(one.ok());
+    CHECK(two.ok());
+    CHECK(b.depth() == 2);
+    sc::DepthScope three(b);
+    REQUIRE_FALSE(three.ok());
+    CHECK(Names(three.status().finding(), "max_nesting_depth"));
+    CHECK(b.depth() == 2);
+  }
+  CHECK(b.depth() == 0);  // scopes leave what they entered, not more
+  CHECK(b.limits_hit() ==
+        std::vector<std::string>{"max_members", "max_records", "max_nesting_depth"});
+
+  // The container limits carry over by name.
+  modelgate::scanner::ContainerLimits c;
+  c.max_member_bytes = 5;
+  c.max_nesting_depth = 9;
+  auto from = sc::BudgetLimits::FromContainers(c);
+  CHECK(from.max_member_bytes == 5);
+  CHECK(from.max_nesting_depth == 9);
+  CHECK(from.max_total_decompressed_bytes == c.max_total_decompressed_bytes);
+}
+
+TEST_CASE("budget ratio floor: small streams of zeros are not bombs", "[budget][limits]") {
+  sc::BudgetLimits l;
+  l.max_expansion_ratio = 10;
+  l.ratio_floor_bytes = 1000;
+  sc::Budget b(l);
+  CHECK(b.StreamCap(10) == 1000);       // 10 * 10 is under the floor
+  CHECK(b.StreamCap(500) == 5000);
+  CHECK(b.StreamCap(UINT64_MAX) == l.max_member_bytes);  // no overflow
+}
+
+TEST_CASE("Decoder I/O errors are errors, not findings", "[decompress]") {
+  const Bytes z = Compress(sc::Codec::kGzip, Text(300'000));
+  FailingSource src(z, z.size() / 2);
+  sc::Budget budget;
+  std::vector<sc::Finding> f;
+  auto dec = sc::Decoder::Open(src, 0, z.size(), sc::Codec::kGzip, budget, &f);
+  REQUIRE(dec);
+  Bytes out;
+  dec->ReadAll(&out);
+  CHECK(dec->state() == sc::DecodeState::kIoError);
+  REQUIRE(dec->io_error().has_value());
+  CHECK(dec->io_error()->code == modelgate::core::Code::kIoChanged);
+  CHECK(f.empty());
+  // A range outside the source opens nothing.
+  CHECK_FALSE(sc::Decoder::Open(src, 1, z.size(), sc::Codec::kGzip, budget, &f));
+}
+
+TEST_CASE("DecompressToSpool keeps decoded bytes in a sealed memfd, readable and mappable", "[decompress]") {
+  const Bytes data = Text(1 << 20);
+  const Bytes z = Compress(sc::Codec::kXz, data);
+  sc::MemorySource src(z);
+  sc::Budget budget;
+  std::vector<sc::Finding> f;
+  auto s = sc::DecompressToSpool(src, 0, z.size(), sc::Codec::kXz, budget, &f);
+  REQUIRE(s.ok());
+  REQUIRE(s.value());
+  const sc::Spool& spool = *s.value();
+  CHECK(spool.in_memfd());
+  CHECK(spool.size() == data.size());
+  Bytes mid(1000);
+  REQUIRE(spool.Read(500'000, mid).ok());
+  CHECK(std::equal(mid.begin(), mid.end(), data.begin() + 500'000));
+  CHECK_FALSE(spool.Read(data.size() - 10, mid).ok());  // past the end
+  auto bytes = spool.Bytes();
+  REQUIRE(bytes.ok());
+  CHECK(std::equal(bytes.value().begin(), bytes.value().end(), data.begin(), data.end()));
+  CHECK(f.empty());
+  // Not a stream: no spool, a finding.
+  const Bytes junk(64, 0x55);
+  sc::MemorySource jsrc(junk);
+  auto none = sc::DecompressToSpool(jsrc, 0, junk.size(), sc::Codec::kXz, budget, &f);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none.value());
+  CHECK(Count(f, "MG-ARCHIVE-MALFORMED") == 1);
+}
+
+TEST_CASE("a spool refuses writes after sealing and cannot be shrunk", "[decompress]") {
+  auto s = sc::Spool::Create();
+  REQUIRE(s.ok());
+  auto& spool = *s.value();
+  REQUIRE(spool.Append(Bytes{1, 2, 3}).ok());
+  CHECK_FALSE(spool.Bytes().ok());  // not before it is sealed
+  REQUIRE(spool.Seal().ok());
+  CHECK_FALSE(spool.Append(Bytes{4}).ok());
+  REQUIRE(spool.Bytes().ok());
+  CHECK(spool.Bytes().value().size() == 3);
+}
+
+TEST_CASE("a real joblib.dump(compress='lzma') file sniffs and decodes as lzma-alone", "[decompress][joblib]") {
+  // tests/archives/data/make_joblib_lzma.py (joblib 1.2.0, Debian 12).
+  FILE* fp = std::fopen(MG_ARCHIVE_DATA_DIR "/joblib-lzma.joblib", "rb");
+  REQUIRE(fp != nullptr);
+  Bytes z;
+  for (int ch; (ch = std::fgetc(fp)) != EOF;) z.push_back(static_cast<uint8_t>(ch));
+  std::fclose(fp);
+  auto codec = sc::SniffCodec(z);
+  REQUIRE(codec.has_value());
+  CHECK(*codec == sc::Codec::kLzma);
+  sc::Budget budget;
+  auto d = DecodeAll(z, sc::Codec::kLzma, budget);
+  CHECK(d.findings.empty());
+  CHECK(d.state == sc::DecodeState::kEnd);
+  REQUIRE(d.bytes.size() > 2);
+  CHECK(d.bytes[0] == 0x80);  // a pickle, protocol 4
+  const std::string text(d.bytes.begin(), d.bytes.end());
+  CHECK(text.find("NumpyArrayWrapper") != std::string::npos);
 }

@@ -243,3 +243,198 @@ TEST_CASE("an archive shifted by prepended bytes is read as Python's zipfile rea
   REQUIRE(m.value().has_value());
   CHECK(*m.value() == Bytes("\x80\x02K\x01."));
 }
+
+// --- one budget, one decoder, each member's data once ---
+
+namespace {
+
+bool NamesLimit(const std::vector<sc::Finding>& f, const std::string& limit) {
+  return std::any_of(f.begin(), f.end(), [&](const sc::Finding& x) {
+    return x.id == "MG-ARCHIVE-LIMIT" && x.message.find("(limit " + limit + " ") != std::string::npos;
+  });
+}
+
+}  // namespace
+
+TEST_CASE("records that reuse one member's data are marked alias_of", "[zip]") {
+  ZipBuilder b;
+  b.Add("a.pkl", std::string(1000, 'a'), true).Add("b", "other");
+  b.Alias("c.pkl", 0).Alias("d.pkl", 0).Alias("e.pkl", 0, /*compressed_cut=*/1);
+  auto r = ReadBytes(b.Build());
+  REQUIRE(r.zip.entries.size() == 5);
+  CHECK(r.zip.entries[0].alias_of == -1);
+  CHECK(r.zip.entries[1].alias_of == -1);
+  CHECK(r.zip.entries[2].alias_of == 0);
+  CHECK(r.zip.entries[3].alias_of == 0);
+  // Same start, other sizes: not the same bytes, so not an alias (and still
+  // an overlap, charged each time it is read).
+  CHECK(r.zip.entries[4].alias_of == -1);
+  CHECK(Has(r.findings, "MG-ZIP-OVERLAP"));
+}
+
+TEST_CASE("a prefix read inflates no more than it returns", "[zip][budget]") {
+  ZipBuilder b;
+  b.Add("archive/data.pkl", std::vector<uint8_t>(64u << 20, 0), true);  // 64 MiB of zeros
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  sc::MemorySource src(bytes);
+  sc::Budget budget;
+  std::vector<sc::Finding> f;
+  auto p = sc::ReadZipMemberPrefix(src, r.zip.entries[0], budget, sc::kSniffBytes64K, &f);
+  REQUIRE(p.ok());
+  REQUIRE(p.value().has_value());
+  CHECK(p.value()->bytes.size() == sc::kSniffBytes64K);
+  CHECK_FALSE(p.value()->whole);
+  CHECK(budget.inflated_bytes() == sc::kSniffBytes64K);
+  CHECK(budget.members() == 1);
+  CHECK(f.empty());  // no CRC verdict on a prefix
+}
+
+TEST_CASE("a prefix that holds the whole member is checked as a whole", "[zip][budget]") {
+  ZipBuilder b;
+  b.Add("a.pkl", "\x80\x02K\x01.", true).Last().crc_override = 7;
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  sc::MemorySource src(bytes);
+  sc::Budget budget;
+  std::vector<sc::Finding> f;
+  auto p = sc::ReadZipMemberPrefix(src, r.zip.entries[0], budget, sc::kSniffBytes64K, &f);
+  REQUIRE(p.ok());
+  REQUIRE(p.value().has_value());
+  CHECK(p.value()->whole);
+  CHECK(p.value()->bytes == Bytes("\x80\x02K\x01."));
+  CHECK(Has(f, "MG-ZIP-BAD-CRC"));
+}
+
+TEST_CASE("budget max_member_bytes refuses a member by its declared size, before decoding", "[zip][budget][limits]") {
+  ZipBuilder b;
+  b.Add("a", std::string(1000, 'z'), true);
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  sc::MemorySource src(bytes);
+  sc::BudgetLimits l;
+  l.max_member_bytes = 1000;
+  sc::Budget at(l);
+  std::vector<sc::Finding> f;
+  auto ok = sc::ExtractZipMember(src, r.zip.entries[0], at, &f);
+  REQUIRE(ok.ok());
+  REQUIRE(ok.value().has_value());
+  CHECK(ok.value()->whole);
+  CHECK(ok.value()->bytes.size() == 1000);
+  CHECK(f.empty());
+  l.max_member_bytes = 999;
+  sc::Budget past(l);
+  auto refused = sc::ExtractZipMember(src, r.zip.entries[0], past, &f);
+  REQUIRE(refused.ok());
+  CHECK_FALSE(refused.value().has_value());
+  CHECK(NamesLimit(f, "max_member_bytes"));
+  CHECK(past.inflated_bytes() == 0);
+  CHECK(past.exhausted());
+}
+
+TEST_CASE("budget max_total_decompressed_bytes spans members of one archive", "[zip][budget][limits]") {
+  ZipBuilder b;
+  b.Add("a", std::string(600, 'a'), true).Add("b", std::string(400, 'b'), true);
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  sc::MemorySource src(bytes);
+  for (uint64_t total : {1000u, 999u}) {
+    INFO(total);
+    sc::BudgetLimits l;
+    l.max_total_decompressed_bytes = total;
+    sc::Budget budget(l);
+    std::vector<sc::Finding> f;
+    auto a = sc::ExtractZipMember(src, r.zip.entries[0], budget, &f);
+    auto m = sc::ExtractZipMember(src, r.zip.entries[1], budget, &f);
+    REQUIRE(a.ok());
+    REQUIRE(m.ok());
+    CHECK(a.value().has_value());
+    CHECK(m.value().has_value() == (total == 1000));
+    CHECK(NamesLimit(f, "max_total_decompressed_bytes") == (total == 999));
+    CHECK(budget.exhausted() == (total == 999));
+  }
+}
+
+TEST_CASE("budget max_members counts every member read", "[zip][budget][limits]") {
+  ZipBuilder b;
+  b.Add("a", "1").Add("b", "2").Add("c", "3");
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  sc::MemorySource src(bytes);
+  sc::BudgetLimits l;
+  l.max_members = 2;
+  sc::Budget budget(l);
+  std::vector<sc::Finding> f;
+  for (size_t i = 0; i < 2; ++i) {
+    auto m = sc::ReadZipMemberPrefix(src, r.zip.entries[i], budget, sc::kSniffBytes64K, &f);
+    REQUIRE(m.ok());
+    CHECK(m.value().has_value());
+  }
+  CHECK(f.empty());
+  auto third = sc::ReadZipMemberPrefix(src, r.zip.entries[2], budget, sc::kSniffBytes64K, &f);
+  REQUIRE(third.ok());
+  CHECK_FALSE(third.value().has_value());
+  CHECK(NamesLimit(f, "max_members"));
+}
+
+TEST_CASE("budget max_records: a directory past it is not read", "[zip][budget][limits]") {
+  ZipBuilder b;
+  b.Add("a", "1").Add("b", "2");
+  auto bytes = b.Build();
+  sc::MemorySource src(bytes);
+  for (uint64_t max : {2u, 1u}) {
+    sc::BudgetLimits l;
+    l.max_records = max;
+    sc::Budget budget(l);
+    std::vector<sc::Finding> f;
+    auto z = sc::ReadZip(src, {}, budget, &f);
+    REQUIRE(z.ok());
+    CHECK(z.value().directory_ok == (max == 2));
+    CHECK(NamesLimit(f, "max_records") == (max == 1));
+  }
+}
+
+TEST_CASE("zip deflate obeys the ratio; the old form does not charge a budget", "[zip][budget][limits]") {
+  ZipBuilder b;
+  b.Add("zeros", std::vector<uint8_t>(4u << 20, 0), true);
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  sc::MemorySource src(bytes);
+  sc::Budget budget;  // 1000:1 past 1 MiB; deflate of zeros is ~1030:1
+  std::vector<sc::Finding> f;
+  auto m = sc::ExtractZipMember(src, r.zip.entries[0], budget, &f);
+  REQUIRE(m.ok());
+  CHECK_FALSE(m.value().has_value());
+  CHECK(NamesLimit(f, "max_expansion_ratio"));
+  std::vector<sc::Finding> g;
+  auto old = sc::ExtractZipMember(src, r.zip.entries[0], 8u << 20, &g);
+  REQUIRE(old.ok());
+  REQUIRE(old.value().has_value());
+  CHECK(old.value()->size() == 4u << 20);
+  CHECK(g.empty());
+}
+
+TEST_CASE("a member as a Source: stored is a slice, deflated a spool", "[zip][budget]") {
+  const std::string text(100'000, 'q');
+  ZipBuilder b;
+  b.Add("stored.zip", text).Add("deflated.zip", text, true);
+  auto bytes = b.Build();
+  auto r = ReadBytes(bytes);
+  sc::MemorySource src(bytes);
+  sc::Budget budget;
+  std::vector<sc::Finding> f;
+  for (const auto& e : r.zip.entries) {
+    INFO(e.name);
+    auto s = sc::OpenZipMemberSource(src, e, budget, &f);
+    REQUIRE(s.ok());
+    REQUIRE(s.value().source);
+    const sc::Source& m = *s.value().source;
+    REQUIRE(m.size() == text.size());
+    auto all = m.ReadVec(0, m.size());
+    REQUIRE(all.ok());
+    CHECK(all.value() == Bytes(text));
+  }
+  CHECK(budget.inflated_bytes() == text.size());  // only the deflated one decodes
+  CHECK(budget.members() == 2);
+  CHECK(f.empty());
+}

@@ -23,6 +23,11 @@ class ZipBuilder {
     std::optional<uint32_t> local_crc;      // local header only
     std::optional<uint16_t> method_override;
     std::vector<uint8_t> gap_after;         // bytes after this member's data
+    // A central record only: it points at member `*alias_of`'s local header
+    // (with that member's sizes and CRC, minus `alias_compressed_cut`
+    // compressed bytes), as a hostile archive reuses one stream.
+    std::optional<size_t> alias_of;
+    uint32_t alias_compressed_cut = 0;
   };
 
   ZipBuilder& Add(std::string name, std::vector<uint8_t> data, bool deflate = false) {
@@ -36,6 +41,15 @@ class ZipBuilder {
   ZipBuilder& Add(std::string name, std::string_view text, bool deflate = false) {
     return Add(std::move(name), std::vector<uint8_t>(text.begin(), text.end()), deflate);
   }
+  // Alias adds a central record `name` for member `of`'s data.
+  ZipBuilder& Alias(std::string name, size_t of, uint32_t compressed_cut = 0) {
+    Member m;
+    m.name = std::move(name);
+    m.alias_of = of;
+    m.alias_compressed_cut = compressed_cut;
+    members_.push_back(std::move(m));
+    return *this;
+  }
   Member& Last() { return members_.back(); }
   ZipBuilder& Prepend(std::vector<uint8_t> b) { prefix_ = std::move(b); return *this; }
   ZipBuilder& Append(std::vector<uint8_t> b) { suffix_ = std::move(b); return *this; }
@@ -48,11 +62,26 @@ class ZipBuilder {
     std::vector<uint8_t> out = prefix_;
     const uint64_t shift = absolute_ ? 0 : prefix_.size();
     std::vector<uint8_t> central;
+    struct Written {
+      uint64_t local_at;
+      uint32_t crc, compressed, uncompressed;
+      uint16_t method;
+    };
+    std::vector<Written> written;
     for (const auto& m : members_) {
+      if (m.alias_of) {
+        const Written w = written.at(*m.alias_of);  // a copy: push_back reallocates
+        written.push_back(w);
+        CentralRecord(central, m.name, 0, w.method, w.crc, w.compressed - m.alias_compressed_cut,
+                      w.uncompressed, w.local_at);
+        continue;
+      }
       std::vector<uint8_t> body = m.deflate ? Deflate(m.data) : m.data;
       const uint32_t crc = m.crc_override ? *m.crc_override : Crc(m.data);
       const uint16_t method = m.method_override ? *m.method_override : (m.deflate ? 8 : 0);
       const uint64_t local_at = out.size() - shift;
+      written.push_back(Written{local_at, crc, static_cast<uint32_t>(body.size()),
+                                static_cast<uint32_t>(m.data.size()), method});
       const std::string& lname = m.local_name ? *m.local_name : m.name;
       U32(out, 0x04034b50);
       U16(out, 20);
@@ -68,23 +97,9 @@ class ZipBuilder {
       out.insert(out.end(), body.begin(), body.end());
       out.insert(out.end(), m.gap_after.begin(), m.gap_after.end());
 
-      U32(central, 0x02014b50);
-      U16(central, 20);
-      U16(central, 20);
-      U16(central, m.central_flags);
-      U16(central, method);
-      U32(central, 0);
-      U32(central, crc);
-      U32(central, static_cast<uint32_t>(body.size()));
-      U32(central, static_cast<uint32_t>(m.data.size()));
-      U16(central, static_cast<uint16_t>(m.name.size()));
-      U16(central, 0);
-      U16(central, 0);
-      U16(central, 0);
-      U16(central, 0);
-      U32(central, 0);
-      U32(central, static_cast<uint32_t>(local_at));
-      central.insert(central.end(), m.name.begin(), m.name.end());
+      CentralRecord(central, m.name, m.central_flags, method, crc,
+                    static_cast<uint32_t>(body.size()), static_cast<uint32_t>(m.data.size()),
+                    local_at);
     }
     const uint64_t cd_at = out.size() - shift;
     out.insert(out.end(), central.begin(), central.end());
@@ -119,6 +134,27 @@ class ZipBuilder {
   }
 
  private:
+  static void CentralRecord(std::vector<uint8_t>& central, const std::string& name,
+                            uint16_t flags, uint16_t method, uint32_t crc, uint32_t compressed,
+                            uint32_t uncompressed, uint64_t local_at) {
+    U32(central, 0x02014b50);
+    U16(central, 20);
+    U16(central, 20);
+    U16(central, flags);
+    U16(central, method);
+    U32(central, 0);
+    U32(central, crc);
+    U32(central, compressed);
+    U32(central, uncompressed);
+    U16(central, static_cast<uint16_t>(name.size()));
+    U16(central, 0);
+    U16(central, 0);
+    U16(central, 0);
+    U16(central, 0);
+    U32(central, 0);
+    U32(central, static_cast<uint32_t>(local_at));
+    central.insert(central.end(), name.begin(), name.end());
+  }
   static void U16(std::vector<uint8_t>& o, uint16_t v) {
     o.push_back(static_cast<uint8_t>(v));
     o.push_back(static_cast<uint8_t>(v >> 8));
