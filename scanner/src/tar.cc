@@ -208,12 +208,27 @@ bool ChecksumOk(std::span<const uint8_t> blk, const Num& stored) {
   return stored.Equals(unsigned_sum) || stored.Equals(signed_sum);
 }
 
+// int() of a decimal string of more digits than this raises ValueError
+// (sys.int_info.default_max_str_digits, Python 3.11); PYTHONINTMAXSTRDIGITS
+// or sys.set_int_max_str_digits() move it, so such a value is not modelled.
+constexpr size_t kPyMaxStrDigits = 4300;
+
 // PaxSize mirrors _apply_pax_info for "size": int(value), 0 on ValueError.
-// Non-ASCII text (int() takes Unicode digits and spaces) is not modelled:
-// nullopt.
-std::optional<Num> PaxSize(const std::string& value) {
+// nullopt, with `*unmodelled` saying why, for what depends on more than the
+// bytes: non-ASCII text (int() takes Unicode digits and spaces) and more
+// than kPyMaxStrDigits digits.
+std::optional<Num> PaxSize(const std::string& value, const char** unmodelled) {
   for (unsigned char c : value) {
-    if (c >= 0x80) return std::nullopt;
+    if (c >= 0x80) {
+      *unmodelled = "is not ASCII";
+      return std::nullopt;
+    }
+  }
+  if (static_cast<size_t>(std::count_if(value.begin(), value.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      })) > kPyMaxStrDigits) {
+    *unmodelled = "has more digits than Python's int() converts by default (4300)";
+    return std::nullopt;
   }
   Num n = PyInt(PyStrip(value), 10);
   if (!n.Valid()) {
@@ -729,7 +744,7 @@ core::Result<Next> Lister::Member(std::span<const uint8_t> b, const HeaderNums& 
 // reads and `skip_num` what tarfile skips. False (reported) on a PAX size
 // this reader does not model.
 bool Lister::ApplyChain(TarMember* m, Num* size_num, Num* skip_num) {
-  bool unmodelled = false;
+  const char* unmodelled = nullptr;
   auto apply = [&](const PaxDict& d) {
     for (const auto& [key, value] : d) {
       if (key == "path") {
@@ -737,11 +752,8 @@ bool Lister::ApplyChain(TarMember* m, Num* size_num, Num* skip_num) {
       } else if (key == "linkpath") {
         m->linkname = value;
       } else if (key == "size") {
-        auto n = PaxSize(value);
-        if (!n) {
-          unmodelled = true;
-          continue;
-        }
+        auto n = PaxSize(value, &unmodelled);
+        if (!n) continue;
         if (n->form != NumForm::kCanonical) {
           Add(findings_, "MG-TAR-PAX-MALFORMED", Severity::kHigh,
               "PAX size " + core::Quoted(value) + " for the member at " + N(pos_) +
@@ -774,9 +786,9 @@ bool Lister::ApplyChain(TarMember* m, Num* size_num, Num* skip_num) {
       if (PaxGet(it->dict, "linkpath") != nullptr) ++links;
     }
   }
-  if (unmodelled) {
+  if (unmodelled != nullptr) {
     Add(findings_, "MG-TAR-UNSUPPORTED", Severity::kHigh,
-        "PAX size for the member at " + N(pos_) + " is not ASCII; not modelled", pos_);
+        "PAX size for the member at " + N(pos_) + " " + unmodelled + "; not modelled", pos_);
     return false;
   }
   if (names > 1 || links > 1 || paxes > 1) {

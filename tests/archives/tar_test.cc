@@ -547,6 +547,23 @@ TEST_CASE("PAX size past 2^63 or 2^64: tarfile's seek fails, never a small size"
   CHECK_FALSE(negative.tar.loader_fails);
 }
 
+TEST_CASE("PAX size past int()'s 4300 digits: not modelled, never read as its digits", "[tar][pax][overflow]") {
+  // Debian's python3.11 raises ValueError for int() of 4301 digits, so
+  // tarfile reads size 0 and lists the member's data as headers; the limit
+  // is a setting (PYTHONINTMAXSTRDIGITS), so the reader stops there.
+  TarHeader h;
+  const std::string at_limit = std::string(4296, '0') + "1024";
+  auto ok = List(TarBuilder().Pax({{"size", at_limit}}).Header(h).Data(std::string(1024, 'x')).End().Build());
+  CHECK_FALSE(ok.tar.incomplete);
+  REQUIRE(ok.tar.members.size() == 1);
+  CHECK(ok.tar.members[0].size == 1024);
+  const std::string past = std::string(4297, '0') + "1024";
+  auto l = List(TarBuilder().Pax({{"size", past}}).Header(h).Data(std::string(1024, 'x')).End().Build());
+  CHECK(Count(l.findings, "MG-TAR-UNSUPPORTED") == 1);
+  CHECK(l.tar.incomplete);
+  CHECK(l.tar.members.empty());
+}
+
 TEST_CASE("base-256 size of 2^63, 2^64 or more than 8 bytes: out of bounds, not invalid", "[tar][overflow]") {
   const std::string cases[] = {
       Base256(12, std::string("\x80\0\0\0\0\0\0\0", 8)),  // 2^63
