@@ -8,10 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 cxx=${CXX_SELFTEST:-clang++-14}
-san=(-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g)
+san=("-fsanitize=address,undefined" -fno-sanitize-recover=all -fno-omit-frame-pointer -g)
 # A build that recovers from UBSan: exits 0 after "runtime error:", so only
 # the log search can catch it.
-recover=(-fsanitize=address,undefined -fsanitize-recover=undefined -fno-omit-frame-pointer -g)
+recover=("-fsanitize=address,undefined" -fsanitize-recover=undefined -fno-omit-frame-pointer -g)
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/mg-san-selftest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
