@@ -5,8 +5,9 @@
     make_pickles.py --corpus OUTDIR   the same files as fuzz seeds (no manifest)
 
 Malicious streams are assembled from raw opcode bytes; benign ones come from
-pickle.dumps on plain data (and np.save when numpy is importable). Nothing
-here ever loads a pickle. Standard library only.
+pickle.dumps on plain data and np.save. Nothing here ever loads a pickle.
+Standard library and numpy (python3-numpy, installed by ci/install-deps.sh:
+without it this script fails, so the numpy cases are never silently dropped).
 """
 import os
 import pickle
@@ -165,11 +166,10 @@ def fixtures():
         b"\x80\x03" + glob("torch.storage", "_load_from_bytes") + b"B" + u32(len(inner)) + inner
         + b"\x85R.", "MG-PK-CRITICAL-IMPORT,MG-PK-NESTED-PICKLE")
 
-    # A real np.save object array, when numpy is importable: the pickle
-    # after the .npy header.
+    # A real np.save object array: the pickle after the .npy header.
     try:
         import io
-        import numpy as np  # noqa: F401  (optional)
+        import numpy as np
         buf = io.BytesIO()
         np.save(buf, np.array([{"a": 1}, "x"], dtype=object), allow_pickle=True)
         data = buf.getvalue()
@@ -179,8 +179,9 @@ def fixtures():
         add("numpy_object_array.pkl", data[start:], "MG-PK-PICKLE-FORMAT", BLOCKING)
         arr_pkl = pickle.dumps(np.arange(6, dtype=np.float32).reshape(2, 3), protocol=2)
         add("numpy_array_p2.pkl", arr_pkl, "MG-PK-PICKLE-FORMAT", BLOCKING)
-    except ImportError:
-        pass
+    except ImportError as e:
+        sys.exit(f"FAIL numpy is not importable by {sys.executable} ({e}): "
+                 "run `bash ci/install-deps.sh` (python3-numpy)")
     return out
 
 
