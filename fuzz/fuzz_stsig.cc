@@ -137,11 +137,13 @@ std::optional<signer::VerifyResult> Verify(const Bytes& file) {
 // CheckVerdict holds the verdict on `file` to the independent checks.
 void CheckVerdict(const Bytes& file, const signer::VerifyResult& v) {
   auto st = core::ParseSafetensors(file, core::Limits{});
+  bool any_stsig_key = false;
+  if (st.ok()) {
+    for (const auto& [k, value] : st.value().metadata) any_stsig_key |= signer::internal::IsStsigKey(k);
+  }
+  Check((v.status == signer::SigStatus::kMissing) == (st.ok() && !any_stsig_key));
   if (v.status != signer::SigStatus::kValid) {
-    if (v.status == signer::SigStatus::kMissing) {
-      Check(st.ok());
-      for (const auto& [k, value] : st.value().metadata) Check(!signer::internal::IsStsigKey(k));
-    } else {
+    if (v.status != signer::SigStatus::kMissing) {
       CheckError(v.reason);
     }
     Check(v.verified_kids.empty() || v.status != signer::SigStatus::kUntrusted);
