@@ -133,7 +133,16 @@ class Scanner {
   // Pickle analyzes `bytes`, which start `base` bytes into the file or
   // member that `at` names.
   void Pickle(std::span<const uint8_t> bytes, const Place& at, uint64_t base = 0) {
-    PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, base);
+    PickleAnalysis a;
+    if (torchscript_) {
+      // torch.jit.load's own unpickler reads TorchScript members: its
+      // helpers are data constructors there, and only there.
+      PickleOptions o = opts_.pickle;
+      o.torchscript = true;
+      a = AnalyzePickle(bytes, o, base);
+    } else {
+      a = AnalyzePickle(bytes, opts_.pickle, base);
+    }
     Keep(a, at);
     YaraPickle(a, bytes, base, at);
   }
@@ -146,6 +155,8 @@ class Scanner {
       out_.findings.push_back(Placed(std::move(f), at));
     }
     for (const auto& imp : a.imports) out_.imports.push_back(FileScan::Import{at.member, imp});
+    // What the machine could not finish was not judged: fail closed.
+    if (a.incomplete) out_.unparseable = true;
   }
 
   // Npy analyzes a .npy file or member: header, then either the pickle body
@@ -205,11 +216,24 @@ class Scanner {
       if (at.member.empty()) out_.unparseable = true;
       return;
     }
+    auto is_code = [](const std::string& name) {
+      return name.rfind("code/", 0) == 0 || name.find("/code/") != std::string::npos;
+    };
+    // A TorchScript archive is known by its code/ members wherever they
+    // sit in the directory; its pickles are read by torch.jit's unpickler.
+    const bool outer_torchscript = torchscript_;
+    torchscript_ = std::any_of(zip.entries.begin(), zip.entries.end(),
+                               [&](const ZipEntry& e) { return e.usable && is_code(e.name); });
+    struct Restore {
+      bool& flag;
+      bool value;
+      ~Restore() { flag = value; }
+    } restore{torchscript_, outer_torchscript};
     bool torchscript = false;
     for (const auto& e : zip.entries) {
       if (!e.usable) continue;
       const std::string member = at.member.empty() ? e.name : at.member + "!" + e.name;
-      if (!torchscript && (e.name.rfind("code/", 0) == 0 || e.name.find("/code/") != std::string::npos)) {
+      if (!torchscript && is_code(e.name)) {
         torchscript = true;
         out_.findings.push_back(MakeFinding(
             "MG-ZIP-TORCHSCRIPT", Severity::kHigh,
@@ -476,6 +500,7 @@ class Scanner {
   uint64_t decompressed_ = 0;
   bool pickle_format_reported_ = false;
   bool torch_pickle_fallback_ = false;
+  bool torchscript_ = false;  // inside a TorchScript archive's members
 };
 
 }  // namespace modelgate::scanner::internal

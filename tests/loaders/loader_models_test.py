@@ -224,4 +224,37 @@ def good_files_still_pass(d):
     eq(rc, 0, "exit for a dict pickle")
 
 
+REAL = os.path.join(os.path.dirname(__file__), "..", "fixtures", "real")
+
+
+def sev(doc):
+    return sorted({f["severity"] for f in doc["files"][0]["findings"]})
+
+
+@test
+def torchscript_helpers_are_data_only_inside_torchscript(d):
+    # torch.jit.save output: the debug_pkl records use torch.jit._pickle
+    # helpers, which torch.jit.load's unpickler treats as constructors.
+    rc, doc = scan(os.path.join(REAL, "torchscript-linear.pt"))
+    eq(rc, 1, "exit (code/ still needs review)")
+    assert "critical" not in sev(doc), doc["files"][0]["findings"]
+    assert "MG-ZIP-TORCHSCRIPT" in ids(doc), ids(doc)
+    # The same helper in a plain pickle is a call chosen by the stream.
+    p = write(d, "x.pkl", b"\x80\x02ctorch.jit._pickle\nbuild_intlist\n]\x85R.")
+    rc, doc = scan(p, "--fail-on", "critical")
+    eq(rc, 1, "exit outside TorchScript")
+    assert "MG-PK-CRITICAL-IMPORT" in ids(doc), ids(doc)
+
+
+@test
+def padding_cannot_pass_fail_on_critical(d):
+    # 150,000 harmless imports (then POP), then os.system: past every
+    # record cap, the call must still be found, and the file rejected.
+    pad = b"ccollections\nOrderedDict\n0" * 150_000
+    p = write(d, "padded.pkl", b"\x80\x02" + pad + b"cos\nsystem\n(X\x02\x00\x00\x00idtR.")
+    rc, doc = scan(p, "--fail-on", "critical")
+    eq(rc, 1, "exit")
+    assert "MG-PK-CRITICAL-IMPORT" in ids(doc), ids(doc)
+
+
 sys.exit(main("mg-loaders-"))
