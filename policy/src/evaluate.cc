@@ -112,15 +112,23 @@ Verdict Evaluate(const Policy& policy, const scanner::FileScan& scan,
   }
 
   // Rule 2: formats.
+  // Every reading a loader would make must be of an allowed format, not only
+  // the reported one: a safetensors file that torch.load reads as a tar is
+  // not "safetensors only".
   if (policy.allowed_formats) {
     const auto& allowed = *policy.allowed_formats;
-    if (std::find(allowed.begin(), allowed.end(), scan.format) == allowed.end()) {
+    std::vector<std::pair<scanner::Format, std::string>> formats = {{scan.format, ""}};
+    for (const auto& view : scan.views) formats.emplace_back(view.format, view.loader);
+    for (const auto& [format, loader] : formats) {
+      if (std::find(allowed.begin(), allowed.end(), format) != allowed.end()) continue;
       std::string list;
       for (auto f : allowed) list += (list.empty() ? "" : ", ") + std::string(scanner::FormatName(f));
       v.findings.push_back(PolicyFinding(
           kFindingFormat, core::Severity::kHigh,
-          "format " + std::string(scanner::FormatName(scan.format)) +
+          "format " + std::string(scanner::FormatName(format)) +
+              (loader.empty() ? "" : " (as " + loader + " reads it)") +
               " is not allowed by the policy (allowed: " + (list.empty() ? "none" : list) + ")"));
+      break;
     }
   }
 

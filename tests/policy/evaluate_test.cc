@@ -101,6 +101,22 @@ TEST_CASE("formats.allow", "[policy][evaluate]") {
             .decision == policy::Decision::kReject);
 }
 
+TEST_CASE("formats.allow holds for every loader's reading", "[policy][evaluate]") {
+  // A safetensors file that torch.load reads as a tar (a polyglot) is not
+  // "safetensors only", whatever format the report leads with.
+  auto p = Parse("failOn: critical\nformats: {allow: [safetensors]}\n");
+  scanner::FileScan s = Scan(scanner::Format::kSafetensors);
+  s.views.push_back(scanner::View{"safetensors", "", 0, scanner::Format::kSafetensors});
+  CHECK(Eval(p, s).decision == policy::Decision::kPass);
+  s.views.push_back(scanner::View{"torch.load", "", 0, scanner::Format::kTar});
+  auto v = Eval(p, s);
+  CHECK(v.decision == policy::Decision::kReject);
+  auto* f = Find(v, "MG-POLICY-FORMAT");
+  REQUIRE(f);
+  CHECK(f->finding.message ==
+        "format tar (as torch.load reads it) is not allowed by the policy (allowed: safetensors)");
+}
+
 TEST_CASE("pickle modes", "[policy][evaluate][pickle]") {
   SECTION("allowlist: the scanner's severities and failOn decide") {
     auto p = Parse("pickle: {mode: allowlist}\n");
