@@ -101,6 +101,13 @@ std::string RenderJson(const Report& report) {
       findings.push_back(std::move(x));
     }
     j["findings"] = std::move(findings);
+    // Every reading a loader would make of the file (docs/loader-models.md).
+    ordered_json views = ordered_json::array();
+    for (const auto& view : s.views) {
+      views.push_back({{"loader", view.loader},
+                       {"format", std::string(scanner::FormatName(view.format))}});
+    }
+    j["views"] = std::move(views);
     ordered_json sig{{"status", f.signature.status}};
     if (!f.signature.key_ids.empty()) {
       sig["key_id"] = f.signature.key_ids.front();  // the contract's single id

@@ -83,6 +83,8 @@ def safetensors_tar_polyglot_is_rejected(d):
     got = ids(doc)
     assert "MG-POLY-LOADERS" in got, got
     assert "MG-PK-CRITICAL-IMPORT" in got, got
+    eq(doc["files"][0]["views"], [{"loader": "safetensors", "format": "safetensors"},
+                                  {"loader": "torch.load", "format": "tar"}], "views")
     # and not only under the default bar
     rc, _ = scan(p, "--fail-on", "critical")
     eq(rc, 1, "exit with --fail-on critical")
