@@ -707,6 +707,9 @@ void Machine::Nested(const Ref& arg) {
   }
   std::span<const uint8_t> nested(reinterpret_cast<const uint8_t*>(data.data()), data.size());
   const uint64_t nested_base = arg->data_offset == kNoOffset ? at : arg->data_offset;
+  // The same bytes (a memoized literal loaded again) are judged once: their
+  // findings would be the same, and judging each load is quadratic.
+  if (!rec_->FirstNested(nested)) return;
   if (depth_ + 1 > lim_.max_nesting) {
     Anomaly(PickleAnomalyKind::kLimit, core::Severity::kHigh, at,
             "max_nesting (" + U64(lim_.max_nesting) + ") reached: nested pickle at " +

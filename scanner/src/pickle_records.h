@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "modelgate/scanner.h"
 
@@ -36,6 +39,11 @@ class Recorder {
   // Full: past max_records (new allowed calls are then only counted).
   bool Full() const { return Records() >= lim_.max_records; }
   void CountFolded() { ++out_->records_folded; }
+  // FirstNested: true the first time nested bytes `b` (by address and
+  // length) are to be analyzed in this analysis.
+  bool FirstNested(std::span<const uint8_t> b) {
+    return nested_seen_.emplace(reinterpret_cast<uintptr_t>(b.data()), b.size()).second;
+  }
 
  private:
   size_t Records() const {
@@ -57,6 +65,7 @@ class Recorder {
   core::Severity most_severe_ = core::Severity::kInfo;
   // Hashes of kept flagged records' keys -> indices (built at the cap).
   std::unordered_multimap<size_t, size_t> imports_, calls_, anomalies_;
+  std::set<std::pair<uintptr_t, size_t>> nested_seen_;
 };
 
 // ImportSeverity / CallSeverity: the severity of the finding a record makes

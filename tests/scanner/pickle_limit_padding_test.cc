@@ -238,3 +238,18 @@ TEST_CASE("max_streams: a payload in a stream past the cap is still found", "[pi
   CHECK(HasCritical(fs));
   CHECK(LimitNamed(fs, "max_streams"));
 }
+
+TEST_CASE("a memoized nested pickle loaded again is judged once", "[pickle][limits][nested]") {
+  PickleBuilder inner;
+  inner.Proto(2);
+  for (int i = 0; i < 1000; ++i) inner.None().Pop();
+  inner.CallGlobal("os", "system").Stop();
+  PickleBuilder b;
+  b.Proto(3).Global("torch.storage", "_load_from_bytes").BinPut(0).Bytes(inner.bytes()).BinPut(1)
+      .Tuple1().Reduce().Pop();
+  for (int i = 0; i < 10'000; ++i) b.BinGet(0).BinGet(1).Tuple1().Reduce().Pop();
+  b.None().Stop();
+  auto a = Analyze(b);
+  CHECK(a.streams.size() == 2);  // not one nested analysis per load
+  CHECK(HasCritical(sc::PickleFindings(a)));
+}

@@ -112,7 +112,7 @@ struct PickleLimits {
   uint64_t max_flagged_records = 10'000;
   // Bytes of one imported module or qualname: no importable name is this
   // long, and each import record keeps a copy.
-  uint64_t max_name_bytes = 4096;
+  uint64_t max_name_bytes = 512;
 };
 
 // GlobalClass is what an imported global is allowed to be.
