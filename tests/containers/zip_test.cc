@@ -394,7 +394,7 @@ TEST_CASE("budget max_records: a directory past it is not read", "[zip][budget][
   }
 }
 
-TEST_CASE("zip deflate obeys the ratio; the old form does not charge a budget", "[zip][budget][limits]") {
+TEST_CASE("zip deflate obeys the ratio, the old form charges no budget", "[zip][budget][limits]") {
   ZipBuilder b;
   b.Add("zeros", std::vector<uint8_t>(4u << 20, 0), true);
   auto bytes = b.Build();
