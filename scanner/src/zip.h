@@ -103,7 +103,8 @@ core::Result<std::optional<ZipMemberBytes>> ReadZipMemberPrefix(const Source& sr
 // copied, nothing charged but the member count); a deflated one is decoded
 // into a sealed Spool (page cache, not RSS). `source` is null, with a
 // finding, when it cannot be read; the whole-member checks of
-// ExtractZipMember apply.
+// ExtractZipMember apply to a deflated member (a slice is not read here, so
+// `whole` is false for it). A slice reads `src`, which must outlive it.
 struct ZipMemberSource {
   std::unique_ptr<Source> source;
   bool whole = false;
