@@ -348,6 +348,9 @@ constexpr std::array kRuleHelp = {
     RuleHelp{"MG-POLY-ZIP", "File is also a zip archive",
              "The file parses both as its own format and as a zip archive: a zip reader sees other "
              "content than the intended loader."},
+    RuleHelp{"MG-YARA-PARTIAL", "YARA ran on part of a member",
+             "A member that no loader deserializes is larger than the 16 MiB YARA reads of it; "
+             "the rules ran on its first bytes only. Informational."},
     RuleHelp{"MG-YARA-SCAN-ERROR", "YARA scan failed",
              "A YARA scan failed or timed out, so the rules did not cover this part of the file."},
 };

@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "modelgate/scanner.h"
+#include "budget.h"
 #include "decompress.h"
 #include "npy.h"
 #include "source.h"
@@ -65,9 +67,36 @@ inline bool IsTensorStorage(std::string_view name) {
          std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// kYaraMemberBytes: YARA reads at most this much of a member no loader
+// deserializes (its first bytes; an info finding says when it stopped).
+inline constexpr uint64_t kYaraMemberBytes = 16ull << 20;
+
+// Scanner judges views of one file. Every member and decoded stream is a
+// span over a mapping — of the file itself, or of a sealed spool (memfd)
+// holding decoded bytes — never a heap copy, and every byte decoded is
+// charged to the one Budget of the file.
 class Scanner {
  public:
-  Scanner(const ScanOptions& options, FileScan& out) : opts_(options), out_(out) {}
+  Scanner(const ScanOptions& options, FileScan& out)
+      : opts_(options), out_(out), budget_(options.containers) {}
+
+  const Budget& budget() const { return budget_; }
+
+  // YaraMember runs the rules over a member no loader deserializes, up to
+  // kYaraMemberBytes of it.
+  void YaraMember(std::span<const uint8_t> bytes, uint64_t total_bytes, std::string_view scope,
+                  const Place& at) {
+    if (!opts_.yara) return;
+    Yara(bytes.first(static_cast<size_t>(std::min<uint64_t>(bytes.size(), kYaraMemberBytes))),
+         scope, at);
+    if (total_bytes > kYaraMemberBytes || bytes.size() < total_bytes) {
+      out_.findings.push_back(Placed(MakeFinding(
+          "MG-YARA-PARTIAL", Severity::kInfo,
+          "YARA rules ran on the first " + std::to_string(std::min<uint64_t>(bytes.size(), kYaraMemberBytes)) +
+              " of " + std::to_string(total_bytes) + " bytes (no loader deserializes this member)"),
+          at));
+    }
+  }
 
   // Yara runs the rule set (if any) over `bytes`, which start `base` bytes
   // into the file or member that `at` names.
@@ -133,18 +162,46 @@ class Scanner {
   // Pickle analyzes `bytes`, which start `base` bytes into the file or
   // member that `at` names.
   void Pickle(std::span<const uint8_t> bytes, const Place& at, uint64_t base = 0) {
-    PickleAnalysis a;
-    if (torchscript_) {
-      // torch.jit.load's own unpickler reads TorchScript members: its
-      // helpers are data constructors there, and only there.
-      PickleOptions o = opts_.pickle;
-      o.torchscript = true;
-      a = AnalyzePickle(bytes, o, base);
-    } else {
-      a = AnalyzePickle(bytes, opts_.pickle, base);
-    }
+    KeepPickle(AnalyzePickle(bytes, PickleOpts(), base), bytes, base, at);
+  }
+
+  void KeepPickle(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
+                  const Place& at) {
     Keep(a, at);
     YaraPickle(a, bytes, base, at);
+  }
+
+  // PickleOpts: torch.jit.load's own unpickler reads TorchScript members:
+  // its helpers are data constructors there, and only there.
+  PickleOptions PickleOpts() const {
+    PickleOptions o = opts_.pickle;
+    o.torchscript = torchscript_;
+    return o;
+  }
+
+  // BrokenBeforeEnd: the first stream of `a` (over `n` bytes) fails for a
+  // reason other than running out of bytes, and nothing reached STOP: the
+  // loader raises there, so the bytes after the prefix are never read.
+  static bool BrokenBeforeEnd(const PickleAnalysis& a, uint64_t n) {
+    if (a.streams.empty() || a.incomplete) return false;
+    for (const auto& st : a.streams) {
+      if (st.complete) return false;
+    }
+    const PickleStream& first = a.streams.front();
+    return first.depth == 0 && first.error_offset < n &&
+           first.error.find("truncated") == std::string::npos &&
+           first.error.find("ran out of input") == std::string::npos;
+  }
+
+  void Flush(std::vector<Finding>& f, const Place& at) {
+    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
+    f.clear();
+  }
+
+  bool IoError(const core::Error& e) {
+    out_.io_error = true;
+    out_.findings.push_back(FindingFromError(e));
+    return false;
   }
 
   void Keep(const PickleAnalysis& a, const Place& at) {
@@ -197,21 +254,25 @@ class Scanner {
     }
   }
 
-  void Zip(const Source& src, const Place& at, uint64_t depth) {
+  // Zip judges a zip archive whose bytes are `bytes` (read through `src`,
+  // the same bytes) as PyTorch's reader finds its members. Each member is
+  // sniffed from its first kSniffBytes64K; a deflated member is decoded
+  // whole only when what it is calls for it, and records that alias one
+  // member's data are judged once.
+  void Zip(const Source& src, std::span<const uint8_t> bytes, const Place& at, uint64_t depth) {
     std::vector<Finding> f;
     ZipLimits limits;
     limits.max_entries = opts_.containers.max_zip_entries;
     limits.max_central_dir_bytes = opts_.containers.max_central_dir_bytes;
     limits.max_member_bytes = opts_.containers.max_member_bytes;
-    auto zr = ReadZip(src, limits, &f);
+    auto zr = ReadZip(src, limits, budget_, &f);
     if (!zr.ok()) {
       out_.io_error = true;
       out_.findings.push_back(FindingFromError(zr.error()));
       return;
     }
     const ZipArchive& zip = zr.value();
-    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
-    f.clear();
+    Flush(f, at);
     if (!zip.directory_ok) {
       if (at.member.empty()) out_.unparseable = true;
       return;
@@ -231,7 +292,7 @@ class Scanner {
     } restore{torchscript_, outer_torchscript};
     bool torchscript = false;
     for (const auto& e : zip.entries) {
-      if (!e.usable) continue;
+      if (!e.usable || e.alias_of >= 0) continue;  // an alias: its bytes were judged
       const std::string member = at.member.empty() ? e.name : at.member + "!" + e.name;
       if (!torchscript && is_code(e.name)) {
         torchscript = true;
@@ -241,54 +302,101 @@ class Scanner {
                 " runs when the model is loaded with torch.jit.load; needs review",
             at.absolute && at.member.empty() ? e.central_offset : core::kNoOffset, member));
       }
-      // Peek at the member's first bytes to learn what it is (by content).
-      std::optional<std::vector<uint8_t>> whole;
-      std::vector<uint8_t> head;
-      if (e.method == 0) {
-        auto h = src.ReadVec(e.data_offset, std::min<uint64_t>(e.compressed_bytes, 16));
-        if (!h.ok()) {
-          out_.io_error = true;
-          out_.findings.push_back(FindingFromError(h.error()));
-          return;
+      if (!ZipMember(src, bytes, e, at, member, depth)) return;
+    }
+  }
+
+  // ZipMember judges one member; false on an I/O error (already recorded).
+  bool ZipMember(const Source& src, std::span<const uint8_t> archive, const ZipEntry& e,
+                 const Place& at, const std::string& member, uint64_t depth) {
+    std::vector<Finding> f;
+    std::span<const uint8_t> bytes;
+    bool whole = false;
+    std::vector<uint8_t> prefix;
+    std::unique_ptr<Source> spool_holder;
+    if (e.method == 0) {
+      // Stored: a slice of the archive's own mapping, nothing copied.
+      if (e.data_offset > archive.size() || e.compressed_bytes > archive.size() - e.data_offset) {
+        return true;  // out of bounds: the reader reported it
+      }
+      if (auto c = budget_.ChargeMember(e.data_offset); !c.ok()) {
+        out_.findings.push_back(Placed(c.TakeFinding(), at));
+        return true;
+      }
+      bytes = archive.subspan(static_cast<size_t>(e.data_offset), static_cast<size_t>(e.compressed_bytes));
+      whole = true;
+    } else {
+      // Content declared past max_member_bytes is past the budget, whatever
+      // its first bytes decide: rejected with the budget's finding.
+      if (e.uncompressed_bytes > budget_.limits().max_member_bytes) {
+        if (auto c = budget_.MemberLimit(e.uncompressed_bytes, e.local_offset); !c.ok()) {
+          out_.findings.push_back(Placed(c.TakeFinding(), Place{member, 0, false}));
         }
-        head = std::move(h).value();
-      } else {
-        if (!Extract(src, e, at, &whole)) return;
-        if (!whole) continue;
-        head.assign(whole->begin(), whole->begin() + static_cast<long>(std::min<size_t>(whole->size(), 16)));
       }
-      const bool is_pickle = (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) ||
-                             EndsWith(e.name, ".pkl") || EndsWith(e.name, ".pickle");
-      const bool is_npy = head.size() >= kNpyMagic.size() &&
-                          std::memcmp(head.data(), kNpyMagic.data(), kNpyMagic.size()) == 0;
-      const bool is_zip = head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
-      const bool storage = IsTensorStorage(e.name);
-      if (!is_pickle && !is_npy && !is_zip && (!opts_.yara || (storage && !YaraAll()))) continue;
-      if (!whole && !Extract(src, e, at, &whole)) return;
-      if (!whole) continue;
-      Place inner{member, at.absolute && at.member.empty() && e.method == 0 ? e.data_offset : 0,
-                  at.absolute && at.member.empty() && e.method == 0};
-      if (!is_pickle && !is_npy && !is_zip) {
-        // Neither pickle, npy nor archive: rules run over it as "member";
-        // tensor storages only for scope all, as "data".
-        Yara(*whole, storage ? "data" : "member", inner);
-        continue;
-      }
-      if (is_pickle) {
-        Pickle(*whole, inner);
-      } else if (is_npy) {
-        Npy(*whole, inner);
-      } else if (depth + 1 >= opts_.containers.max_nesting_depth) {
+      auto p = ReadZipMemberPrefix(src, e, budget_, kSniffBytes64K, &f);
+      Flush(f, at);
+      if (!p.ok()) return IoError(p.error());
+      if (!p.value()) return true;
+      prefix = std::move(p.value()->bytes);
+      whole = p.value()->whole;
+      bytes = prefix;
+    }
+    const auto head = bytes.first(std::min<size_t>(bytes.size(), 16));
+    const bool is_pickle = (head.size() >= 2 && head[0] == 0x80 && head[1] <= 5) ||
+                           EndsWith(e.name, ".pkl") || EndsWith(e.name, ".pickle");
+    const bool is_npy = head.size() >= kNpyMagic.size() &&
+                        std::memcmp(head.data(), kNpyMagic.data(), kNpyMagic.size()) == 0;
+    const bool is_zip = head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
+    const bool storage = IsTensorStorage(e.name);
+    const bool loaded = is_pickle || is_npy || is_zip;
+    if (!loaded && (!opts_.yara || (storage && !YaraAll()))) return true;
+    Place inner{member, at.absolute && at.member.empty() && e.method == 0 ? e.data_offset : 0,
+                at.absolute && at.member.empty() && e.method == 0};
+    std::optional<PickleAnalysis> prefix_analysis;
+    if (is_pickle && !whole) {
+      // The first 64 KiB may already decide it: a stream that breaks there
+      // for a reason other than running out of bytes ends the load there.
+      prefix_analysis = AnalyzePickle(bytes, PickleOpts(), 0);
+      if (!BrokenBeforeEnd(*prefix_analysis, bytes.size())) prefix_analysis.reset();
+    }
+    const bool need_whole = !whole && !prefix_analysis &&
+                            (loaded || e.uncompressed_bytes <= kYaraMemberBytes);
+    if (need_whole) {
+      auto ms = OpenZipMemberSource(src, e, budget_, &f);
+      Flush(f, at);
+      if (!ms.ok()) return IoError(ms.error());
+      if (!ms.value().source) return true;
+      auto* spool = dynamic_cast<const Spool*>(ms.value().source.get());
+      if (spool == nullptr) return true;
+      auto mapped = spool->Bytes();
+      if (!mapped.ok()) return IoError(mapped.error());
+      bytes = mapped.value();
+      whole = true;
+      spool_holder = std::move(ms.value().source);
+    }
+    if (prefix_analysis) {
+      KeepPickle(*prefix_analysis, bytes, 0, inner);
+    } else if (is_pickle) {
+      Pickle(bytes, inner);
+    } else if (is_npy) {
+      Npy(bytes, inner);
+    } else if (is_zip) {
+      if (depth + 1 >= opts_.containers.max_nesting_depth) {
         out_.findings.push_back(MakeFinding(
             "MG-ZIP-LIMIT", Severity::kHigh,
             "archive nested deeper than " + std::to_string(opts_.containers.max_nesting_depth) +
                 " levels (limit max_nesting_depth); not analyzed",
             core::kNoOffset, member));
       } else {
-        MemorySource nested(*whole);
-        Zip(nested, Place{member, 0, false}, depth + 1);
+        MemorySource nested(bytes);
+        Zip(nested, bytes, Place{member, 0, false}, depth + 1);
       }
+    } else {
+      // Neither pickle, npy nor archive: rules run over it as "member";
+      // tensor storages only for scope all, as "data".
+      YaraMember(bytes, e.uncompressed_bytes, storage ? "data" : "member", inner);
     }
+    return true;
   }
 
   // A second format in the same bytes: zip readers look for the end record
@@ -305,42 +413,48 @@ class Scanner {
         zr.value().eocd_offset));
   }
 
-  // Decompressed analyzes what a compressed stream expands to, within the
-  // per-stream and per-file caps.
+  // Decompressed analyzes what a compressed stream expands to: decoded into
+  // a sealed spool (page cache, not the heap) within the file's Budget.
   void Decompressed(std::span<const uint8_t> in, Codec codec, const Place& at, uint64_t depth) {
-    DecompressLimits limits;
-    const uint64_t budget = opts_.containers.max_total_decompressed_bytes > decompressed_
-                                ? opts_.containers.max_total_decompressed_bytes - decompressed_
-                                : 0;
-    limits.max_output_bytes = std::min(opts_.containers.max_member_bytes, budget);
-    limits.max_expansion_ratio = opts_.containers.max_expansion_ratio;
+    MemorySource src(in);
     std::vector<Finding> f;
-    auto out = Decompress(in, codec, limits, &f, 0);
-    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
-    if (!out) {
+    DecoderOptions options;
+    options.finding_base = at.member.empty() ? 0 : core::kNoOffset;
+    auto spool = DecompressToSpool(src, 0, in.size(), codec, budget_, &f, options);
+    Flush(f, at);
+    if (!spool.ok()) {
+      IoError(spool.error());
+      return;
+    }
+    if (!spool.value()) {
       if (at.member.empty()) out_.unparseable = true;
       return;
     }
-    decompressed_ += out->size();
+    auto bytes = spool.value()->Bytes();
+    if (!bytes.ok()) {
+      IoError(bytes.error());
+      return;
+    }
     // What was decoded before any failure still reaches a streaming loader.
     const std::string inner = (at.member.empty() ? "" : at.member + "!") + "<" +
                               std::string(CodecName(codec)) + ">";
-    Contents(*out, Place{inner, 0, false}, depth + 1);
+    Contents(bytes.value(), Place{inner, 0, false}, depth + 1);
   }
 
-  // Tar analyzes a tar archive as Python's tarfile lists it; torch's legacy
-  // tar is walked member by member as legacy_load reads it.
-  void Tar(const Source& src, std::span<const uint8_t> whole, const Place& at, uint64_t depth) {
+  // Tar analyzes a tar archive (`bytes`, read through `src`) as Python's
+  // tarfile lists it; torch's legacy tar is walked member by member as
+  // legacy_load reads it. Members are slices of `bytes`.
+  void Tar(const Source& src, std::span<const uint8_t> bytes, const Place& at, uint64_t depth) {
     std::vector<Finding> f;
     auto tr = ReadTar(src, TarLimits{}, &f);
     if (!tr.ok()) {
-      out_.io_error = true;
-      out_.findings.push_back(FindingFromError(tr.error()));
+      IoError(tr.error());
       return;
     }
     const TarArchive& tar = tr.value();
-    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
-    f.clear();
+    Flush(f, at);
+    // A listing a limit or an unmodelled construct stopped was not judged.
+    if (tar.incomplete) out_.unparseable = true;
     if (tar.loader_fails) {
       // tarfile raises, so torch.load falls back to unpickling the file
       // from offset 0: analyze exactly that (for the file itself, the
@@ -349,26 +463,23 @@ class Scanner {
         torch_pickle_fallback_ = true;
         return;
       }
-      Pickle(whole, at);
+      Pickle(bytes, at);
       return;
     }
     if (LooksLikeTorchTar(tar)) {
       if (at.member.empty()) out_.format = Format::kPytorchTar;
       TorchTarMembers m = FindTorchTarMembers(tar, &f);
-      for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
-      f.clear();
+      Flush(f, at);
       for (const TarMember* member : {m.storages, m.tensors, m.pickle}) {
         if (member == nullptr) continue;
-        std::vector<uint8_t> bytes;
-        if (!TarBytes(src, *member, at, &bytes)) return;
-        TorchTarLayout layout = SplitTorchTarMember(member->name, bytes, member->data_offset, &f);
-        for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
-        f.clear();
+        std::span<const uint8_t> data;
+        if (!TarSpan(bytes, *member, at, &data)) continue;
+        TorchTarLayout layout = SplitTorchTarMember(member->name, data, member->data_offset, &f);
+        Flush(f, at);
         const std::string name = (at.member.empty() ? "" : at.member + "!") + member->name;
         const Place inner{name, member->data_offset, at.absolute && at.member.empty()};
         for (const auto& p : layout.pickles) {
-          Pickle(std::span<const uint8_t>(bytes).subspan(static_cast<size_t>(p.begin),
-                                                         static_cast<size_t>(p.end - p.begin)),
+          Pickle(data.subspan(static_cast<size_t>(p.begin), static_cast<size_t>(p.end - p.begin)),
                  inner, p.begin);
         }
       }
@@ -376,10 +487,10 @@ class Scanner {
     }
     for (const auto& member : tar.members) {
       if (!member.HasData() || !member.data_in_bounds || member.size == 0) continue;
-      std::vector<uint8_t> bytes;
-      if (!TarBytes(src, member, at, &bytes)) return;
+      std::span<const uint8_t> data;
+      if (!TarSpan(bytes, member, at, &data)) continue;
       const std::string name = (at.member.empty() ? "" : at.member + "!") + member.name;
-      Contents(bytes, Place{name, member.data_offset, at.absolute && at.member.empty()}, depth + 1);
+      Contents(data, Place{name, member.data_offset, at.absolute && at.member.empty()}, depth + 1);
     }
   }
 
@@ -399,7 +510,7 @@ class Scanner {
       case Format::kPickle: Pickle(bytes, at); break;
       case Format::kNumpy: Npy(bytes, at); break;
       case Format::kZip: case Format::kPytorchZip: case Format::kNumpyZip:
-        Zip(src, at, depth);
+        Zip(src, bytes, at, depth);
         break;
       case Format::kTar: Tar(src, bytes, at, depth); break;
       case Format::kGzip: Decompressed(bytes, Codec::kGzip, at, depth); break;
@@ -411,7 +522,8 @@ class Scanner {
         out_.findings.push_back(Placed(UnanalyzedArchiveFinding("7z"), at));
         break;
       default:
-        Yara(bytes, "member", at);
+        if (!at.member.empty()) YaraMember(bytes, bytes.size(), "member", at);
+        else Yara(bytes, "member", at);
         MaybePickle(bytes, at);
         break;
     }
@@ -453,51 +565,33 @@ class Scanner {
   // torch.load unpickles the file from offset 0 (the pickle view).
   bool torch_pickle_fallback() const { return torch_pickle_fallback_; }
 
-  uint64_t decompressed() const { return decompressed_; }
-
  private:
-  static uint64_t SaturatingMul(uint64_t a, uint64_t b) {
-    uint64_t r;
-    return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-  }
-
-  bool TarBytes(const Source& src, const TarMember& m, const Place& at, std::vector<uint8_t>* out) {
+  // TarSpan is a member's data as a slice of the archive's bytes (nothing
+  // copied), counted by the Budget; false (with a finding) when it cannot be
+  // judged.
+  bool TarSpan(std::span<const uint8_t> archive, const TarMember& m, const Place& at,
+               std::span<const uint8_t>* out) {
     if (m.size > opts_.containers.max_member_bytes) {
       out_.findings.push_back(Placed(MakeFinding(
           "MG-TAR-LIMIT", Severity::kHigh,
           "member " + core::Quoted(m.name) + " of " + std::to_string(m.size) +
               " bytes exceeds max_member_bytes; not analyzed", m.data_offset), at));
-      return true;
-    }
-    auto b = ExtractTarMember(src, m, opts_.containers.max_member_bytes);
-    if (!b.ok()) {
-      if (b.error().code == core::Code::kStTruncated) return true;  // reported by ReadTar
-      out_.io_error = true;
-      out_.findings.push_back(FindingFromError(b.error()));
       return false;
     }
-    *out = std::move(b).value();
-    return true;
-  }
-
-  bool Extract(const Source& src, const ZipEntry& e, const Place& at,
-               std::optional<std::vector<uint8_t>>* whole) {
-    std::vector<Finding> f;
-    auto m = ExtractZipMember(src, e, opts_.containers.max_member_bytes, &f);
-    for (auto& x : f) out_.findings.push_back(Placed(std::move(x), at));
-    if (!m.ok()) {
-      out_.io_error = true;
-      out_.findings.push_back(FindingFromError(m.error()));
+    if (!m.data_in_bounds || m.data_offset > archive.size() || m.size > archive.size() - m.data_offset) {
+      return false;  // reported by ReadTar
+    }
+    if (auto c = budget_.ChargeMember(m.data_offset); !c.ok()) {
+      out_.findings.push_back(Placed(c.TakeFinding(), at));
       return false;
     }
-    if (m.value()) decompressed_ += m.value()->size();
-    *whole = std::move(m).value();
+    *out = archive.subspan(static_cast<size_t>(m.data_offset), static_cast<size_t>(m.size));
     return true;
   }
 
   const ScanOptions& opts_;
   FileScan& out_;
-  uint64_t decompressed_ = 0;
+  Budget budget_;
   bool pickle_format_reported_ = false;
   bool torch_pickle_fallback_ = false;
   bool torchscript_ = false;  // inside a TorchScript archive's members
