@@ -225,7 +225,7 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   bool pickle_claimed = claim.pickle;
   if (zip0 || empty_zip0) {
     view(zip0 ? "torch.load" : "numpy.load", ZipFormat(head));
-    sc.Zip(src, Place{}, 0);
+    sc.Zip(src, file, Place{}, 0);
   } else if (file.size() >= 512 && LooksLikeTar(head)) {
     sc.Tar(src, file, Place{}, 0);
     if (sc.torch_pickle_fallback()) {
@@ -274,7 +274,7 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
       auto zr = ReadZip(src, ZipLimits{}, &probe);
       if (zr.ok() && zr.value().directory_ok && !zr.value().entries.empty()) {
         view("zipfile", Format::kZip);
-        sc.Zip(src, Place{}, 0);
+        sc.Zip(src, file, Place{}, 0);
       }
     } else {
       bool probe_zip = false;
