@@ -259,4 +259,26 @@ def padding_cannot_pass_fail_on_critical(d):
     assert "MG-PK-CRITICAL-IMPORT" in ids(doc), ids(doc)
 
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+import hostile_archives  # noqa: E402  (the bench's generator: zeros deflated in blocks)
+
+
+@test
+def one_budget_bounds_hostile_zips(d):
+    # (Time and memory are measured in bench/hostile_archives.sh, not here.)
+    # 16 central records over one 256 MiB stream: judged once, not 16 times.
+    p = os.path.join(d, "overlap.zip")
+    hostile_archives.zero_zip(p, [b"m%02d.pkl" % i for i in range(16)], 256 << 20, shared=True)
+    rc, doc = scan(p)
+    eq(rc, 1, "overlap exit")
+    assert "MG-ZIP-OVERLAP" in ids(doc), ids(doc)
+    # A member declared past max_member_bytes (1 GiB) is the budget's
+    # finding and fails closed, whatever its first bytes say.
+    p = os.path.join(d, "bomb.zip")
+    hostile_archives.zero_zip(p, [b"data.pkl"], (1 << 30) + (16 << 20), zip64=True)
+    rc, doc = scan(p, "--fail-on", "critical")
+    eq(rc, 1, "bomb exit")
+    assert "MG-ARCHIVE-LIMIT" in ids(doc), ids(doc)
+
+
 sys.exit(main("mg-loaders-"))
