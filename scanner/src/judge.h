@@ -112,17 +112,13 @@ class Scanner {
   // SafetensorsYara scans a parsed file's header text ("header") and its
   // decoded metadata ("metadata": one "key<TAB>value" line per entry, so
   // "\u0063url" is seen as "curl"); tensor data only for scope all.
-  void SafetensorsYara(const Source& src, std::span<const uint8_t> file,
-                       const core::Safetensors& st) {
+  void SafetensorsYara(std::span<const uint8_t> file, const core::Safetensors& st) {
     if (!opts_.yara) return;
     constexpr uint64_t kHeaderStart = 8;
-    auto header = src.ReadVec(kHeaderStart, st.header_bytes);  // within limits: already parsed
-    if (!header.ok()) {
-      out_.io_error = true;
-      out_.findings.push_back(FindingFromError(header.error()));
-      return;
-    }
-    Yara(header.value(), "header", Place{}, kHeaderStart);
+    // The header was parsed from this mapping: in bounds, nothing copied.
+    if (st.header_bytes > file.size() - std::min<uint64_t>(file.size(), kHeaderStart)) return;
+    Yara(file.subspan(kHeaderStart, static_cast<size_t>(st.header_bytes)), "header", Place{},
+         kHeaderStart);
     std::string text;
     for (const auto& [k, v] : st.metadata) text += k + "\t" + v + "\n";
     std::vector<Finding> f;

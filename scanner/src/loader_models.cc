@@ -212,7 +212,7 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
     auto st = core::ParseSafetensors(file, options.limits);
     if (st.ok()) {
       out.safetensors = std::move(st).value();
-      sc.SafetensorsYara(src, file, *out.safetensors);
+      sc.SafetensorsYara(file, *out.safetensors);
     } else {
       out.unparseable = true;
       out.findings.push_back(FindingFromError(st.error()));
