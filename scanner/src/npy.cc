@@ -1,4 +1,5 @@
 #include "npy.h"
+#include "numpy_dtype.h"
 
 #include <cctype>
 #include <memory>
@@ -174,58 +175,11 @@ class LiteralParser {
   std::string error_;
 };
 
-struct TypeInfo {
-  bool ok = false;
-  bool object = false;
-  std::optional<uint64_t> itemsize;
-};
-
-// ParseTypestr reads a numpy array-interface type string: byte order,
-// kind, size ('<f4', '|O', '<U10', '<M8[ns]').
-TypeInfo ParseTypestr(std::string_view t) {
-  TypeInfo info;
-  size_t i = 0;
-  if (i < t.size() && (t[i] == '<' || t[i] == '>' || t[i] == '|' || t[i] == '=')) ++i;
-  if (i >= t.size()) return info;
-  const char kind = t[i++];
-  uint64_t n = 0;
-  bool digits = false;
-  while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
-    if (__builtin_mul_overflow(n, 10u, &n) || __builtin_add_overflow(n, uint64_t(t[i] - '0'), &n)) {
-      return info;
-    }
-    digits = true;
-    ++i;
-  }
-  std::string_view rest = t.substr(i);
-  switch (kind) {
-    case 'O':
-      info.ok = rest.empty() && (!digits || n == 8 || n == 4);
-      info.object = true;
-      return info;
-    case 'b': case 'i': case 'u': case 'f': case 'c': case 'S': case 'a': case 'V':
-      info.ok = digits && rest.empty();
-      info.itemsize = n;
-      return info;
-    case 'U':
-      info.ok = digits && rest.empty();
-      if (info.ok && __builtin_mul_overflow(n, 4u, &n)) info.ok = false;
-      info.itemsize = n;
-      return info;
-    case 'M': case 'm':
-      info.ok = digits && n == 8 && (rest.empty() || (rest.front() == '[' && rest.back() == ']'));
-      info.itemsize = n;
-      return info;
-    default:
-      return info;
-  }
-}
-
 // DescrInfo walks a descr: a type string, or a structured list of
 // (name, descr[, shape]) tuples. Any object field makes the body a pickle.
 bool DescrInfo(const Lit& d, bool* object, bool* structured) {
   if (d.kind == Lit::kStr) {
-    TypeInfo t = ParseTypestr(d.str);
+    const NumpyTypestr t = ParseNumpyTypestr(d.str, TypestrForm::kArrayInterface);
     *object |= t.object;
     return t.ok;
   }
@@ -321,7 +275,7 @@ std::optional<NpyHeader> ParseNpyHeader(std::span<const uint8_t> bytes, uint64_t
   h.has_object = object;
   h.descr = descr->kind == Lit::kStr ? descr->str : std::string("<structured>");
   if (!object && !structured) {
-    uint64_t n = *ParseTypestr(descr->str).itemsize;
+    uint64_t n = ParseNumpyTypestr(descr->str, TypestrForm::kArrayInterface).itemsize;
     bool overflow = false;
     for (uint64_t dim : h.shape) overflow |= __builtin_mul_overflow(n, dim, &n);
     if (overflow) return fail("MG-NPY-SHAPE-OVERFLOW", "array size overflows 64 bits", text_offset);

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "numpy_dtype.h"
 #include "pickle_machine.h"
 
 namespace modelgate::scanner::pickle_internal {
@@ -44,61 +45,6 @@ bool JoblibKey(std::string_view k) {
          k == "numpy_array_alignment_bytes" || k == "allow_mmap" || k == "filename";
 }
 
-// DtypeSize is what a numpy typestr gives: itemsize and hasobject.
-struct DtypeSize {
-  bool ok = false;
-  uint64_t itemsize = 0;
-  bool object = false;
-  bool flexible = false;  // S/U/V: a BUILD state's elsize would set the size
-  std::string why;
-};
-
-// ParseTypestr accepts exactly what numpy's dtype.__reduce__ writes,
-// "%c%d" % (kind, elsize) (elsize / 4 for 'U'), for the kinds and sizes
-// numpy 1.24 accepts on a 64-bit platform; anything else (names such as
-// 'float64', byte-order prefixes, structured dtypes) is not guessed at.
-DtypeSize ParseTypestr(std::string_view s) {
-  DtypeSize d;
-  d.why = "its dtype " + Quoted(s, 40) + " is not a typestr whose itemsize is known here";
-  if (s.size() < 2 || s.size() > 11) return d;
-  uint64_t n = 0;
-  for (size_t i = 1; i < s.size(); ++i) {
-    if (s[i] < '0' || s[i] > '9') return d;
-    n = n * 10 + static_cast<uint64_t>(s[i] - '0');
-  }
-  if (s.size() > 2 && s[1] == '0') return d;  // numpy reads "f08" too; it never writes it
-  auto one_of = [n](std::initializer_list<uint64_t> sizes) {
-    return std::find(sizes.begin(), sizes.end(), n) != sizes.end();
-  };
-  const uint64_t kIntMax = INT32_MAX;
-  switch (s[0]) {
-    case 'b': d.ok = n == 1; break;
-    case 'i':
-    case 'u': d.ok = one_of({1, 2, 4, 8}); break;
-    case 'f': d.ok = one_of({2, 4, 8, 16}); break;  // f16: long double (x86-64, aarch64)
-    case 'c': d.ok = one_of({8, 16, 32}); break;
-    case 'M':
-    case 'm': d.ok = n == 8; break;
-    case 'O':
-      d.ok = n == 8;
-      d.object = true;
-      break;
-    case 'S':
-    case 'V':
-      d.ok = n <= kIntMax;
-      d.flexible = true;
-      break;
-    case 'U':
-      d.ok = n <= kIntMax / 4;
-      d.flexible = true;
-      n *= 4;  // UCS4
-      break;
-    default: break;
-  }
-  d.itemsize = n;
-  if (d.ok) d.why.clear();
-  return d;
-}
 
 void MarkUnknown(Value& v, std::string why) {
   if (v.x().unknown.empty()) v.x().unknown = std::move(why);
@@ -244,7 +190,7 @@ void Machine::DtypeSetState(Value& dtype, const Value& st) {
     return MarkUnknown(dtype, "its BUILD state is not the plain (3|4, byteorder, None, None, None, "
                               "elsize, alignment, flags) that numpy writes for a typestr dtype");
   }
-  DtypeSize d = ParseTypestr(dtype.x().typestr);
+  const NumpyTypestr d = ParseNumpyTypestr(dtype.x().typestr, TypestrForm::kDtypeReduce);
   if (!d.ok) return;  // reported when a wrapper uses it
   if (((flags & 1) != 0) != d.object) {
     return MarkUnknown(dtype, "its BUILD state's flags " + std::to_string(flags) +
@@ -314,7 +260,7 @@ void Machine::JoblibRead(ByteReader& r, Value& wrapper) {
   }
   const Value& dt = *dtype->held;
   if (!dt.x().unknown.empty()) cannot("its dtype: " + dt.x().unknown);
-  DtypeSize ds = ParseTypestr(dt.x().typestr);
+  const NumpyTypestr ds = ParseNumpyTypestr(dt.x().typestr, TypestrForm::kDtypeReduce);
   if (!ds.ok) cannot(ds.why);
 
   PickleArray rec;
