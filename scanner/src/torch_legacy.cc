@@ -8,6 +8,8 @@
 #include <optional>
 #include <utility>
 
+#include "pickle_opcodes.h"
+
 namespace modelgate::scanner {
 namespace {
 
@@ -71,35 +73,6 @@ TorchTarMembers FindTorchTarMembers(const TarArchive& tar, std::vector<Finding>*
 
 namespace {
 
-// ArgBytes: how many argument bytes opcode `op` takes after itself, for the
-// fixed-width opcodes; -1 for a '\n'-terminated argument, -2 for a counted
-// one (`count_width` bytes of little-endian length first), -3 if unknown.
-int ArgBytes(uint8_t op, int* count_width) {
-  *count_width = 0;
-  switch (op) {
-    // no argument
-    case '(': case '.': case '0': case '1': case '2': case 'N': case 'R': case 'a':
-    case 'b': case 'd': case 'e': case 'l': case 'o': case 's': case 't': case 'u':
-    case ')': case ']': case '}': case 0x81: case 0x85: case 0x86: case 0x87: case 0x88:
-    case 0x89: case 0x90: case 0x91: case 0x92: case 0x93: case 0x94: case 0x97:
-    case 0x98: case 'Q': case 0x8f:
-      return 0;
-    case 'K': case 'h': case 'q': case 0x80: case 0x82: return 1;
-    case 'M': case 0x83: return 2;
-    case 'J': case 'j': case 'r': case 0x84: return 4;
-    case 'G': case 0x95: return 8;
-    case 'F': case 'I': case 'L': case 'S': case 'V': case 'P': case 'g': case 'p':
-      return -1;
-    case 'c': case 'i': return -4;  // two '\n'-terminated lines
-    case 'U': case 'C': case 0x8c: *count_width = 1; return -2;
-    case 'T': case 'X': case 'B': *count_width = 4; return -2;
-    case 0x8a: *count_width = 1; return -2;  // LONG1
-    case 0x8b: *count_width = 4; return -2;  // LONG4
-    case 0x8d: case 0x8e: case 0x96: *count_width = 8; return -2;
-    default: return -3;
-  }
-}
-
 struct Walked {
   bool ok = false;
   uint64_t end = 0;                 // just past STOP
@@ -116,39 +89,23 @@ Walked WalkPickle(std::span<const uint8_t> b, uint64_t at) {
   std::optional<int64_t> value;
   std::string last_str[2];  // the last two strings pushed (STACK_GLOBAL's)
   std::string global_name;
-  while (p < b.size()) {
-    const uint8_t op = b[p++];
-    int cw = 0;
-    const int n = ArgBytes(op, &cw);
-    if (n == -3) return w;
-    std::span<const uint8_t> arg;
-    if (n >= 0) {
-      if (b.size() - p < static_cast<uint64_t>(n)) return w;
-      arg = b.subspan(p, n);
-      p += n;
-    } else if (n == -1 || n == -4) {
-      std::string lines[2];
-      for (int i = 0; i < (n == -1 ? 1 : 2); ++i) {
-        const auto from = b.begin() + static_cast<ptrdiff_t>(p);
-        const auto nl = std::find(from, b.end(), uint8_t{'\n'});
-        if (nl == b.end()) return w;
-        lines[i].assign(from, nl);
-        if (n == -1) arg = b.subspan(p, static_cast<size_t>(nl - from));
-        p += static_cast<uint64_t>(nl - from) + 1;
-      }
-      if (n == -4) global_name = std::move(lines[1]);
-    } else {
-      if (b.size() - p < static_cast<uint64_t>(cw)) return w;
-      uint64_t len = 0;
-      for (int i = cw - 1; i >= 0; --i) len = (len << 8) | b[p + i];
-      p += cw;
-      if (len > b.size() - p) return w;
-      arg = b.subspan(p, len);
-      p += len;
-      if (op == 0x8c || op == 'X' || op == 0x8d) {  // string pushed for STACK_GLOBAL
-        last_str[0] = std::move(last_str[1]);
-        last_str[1].assign(arg.begin(), arg.end());
-      }
+  // Opcode lengths come from the scanner's one opcode table.
+  core::ByteReader r(b);
+  if (!r.Skip(at).ok()) return w;
+  while (r.remaining() > 0) {
+    const uint8_t op = r.Take(1).value()[0];
+    const pickle_internal::Opcode* code = pickle_internal::FindOpcode(op);
+    if (code == nullptr) return w;
+    pickle_internal::OpcodeArgs args;
+    if (!pickle_internal::ReadOpcodeArgs(*code, r, &args)) return w;
+    const std::span<const uint8_t> arg = args.first;
+    p = r.offset();
+    if (code->arg == pickle_internal::OpArg::kTwoLines) {
+      global_name.assign(args.second.begin(), args.second.end());
+    }
+    if (op == 0x8c || op == 'X' || op == 0x8d) {  // string pushed for STACK_GLOBAL
+      last_str[0] = std::move(last_str[1]);
+      last_str[1].assign(arg.begin(), arg.end());
     }
     switch (op) {
       case 'K': value = arg[0]; ++value_ops; break;
