@@ -29,8 +29,10 @@ const std::vector<ExtensionRule>& ExtensionRules() {
       {".ckpt", {Format::kPytorchZip, Format::kPickle, Format::kPytorchTar, Format::kZip}},
       {".pkl", {Format::kPickle, Format::kJoblib}},
       {".pickle", {Format::kPickle, Format::kJoblib}},
+      // joblib.dump(compress=...): zlib, gzip, bz2, xz, and 'lzma' (the
+      // lzma-alone format, joblib's LZMACompressorWrapper).
       {".joblib", {Format::kJoblib, Format::kPickle, Format::kZlib, Format::kGzip, Format::kBzip2,
-                   Format::kXz}},
+                   Format::kXz, Format::kLzma}},
       {".gguf", {Format::kGguf}},
       {".zip", {Format::kZip, Format::kPytorchZip, Format::kNumpyZip}},
       {".gz", {Format::kGzip}},

@@ -281,4 +281,14 @@ def one_budget_bounds_hostile_zips(d):
     assert "MG-ARCHIVE-LIMIT" in ids(doc), ids(doc)
 
 
+@test
+def real_joblib_lzma_passes(d):
+    # joblib.dump(..., compress='lzma') from Debian's python3-joblib 1.2.0
+    # (tests/archives/data/make_joblib_lzma.py): arrays only.
+    rc, doc = scan(os.path.join(os.path.dirname(__file__), "..", "archives", "data",
+                                "joblib-lzma.joblib"))
+    eq(rc, 0, "exit")
+    eq(ids(doc), ["MG-PK-PICKLE-FORMAT"], "ids")
+
+
 sys.exit(main("mg-loaders-"))
