@@ -24,19 +24,7 @@ using scanner::Format;
 
 namespace {
 
-bool Family(Format a, Format b) {
-  auto fam = [](Format f) {
-    switch (f) {
-      case Format::kPytorchZip: case Format::kNumpyZip: case Format::kZip: return 1;
-      case Format::kPytorchTar: case Format::kTar: return 2;
-      case Format::kPickle: case Format::kJoblib: return 3;
-      case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
-      case Format::kLzma: return 4;
-      default: return 10 + static_cast<int>(f);
-    }
-  };
-  return fam(a) == fam(b);
-}
+bool Family(Format a, Format b) { return scanner::FormatFamily(a) == scanner::FormatFamily(b); }
 
 bool HasId(const scanner::FileScan& s, std::string_view id) {
   for (const auto& f : s.findings) {

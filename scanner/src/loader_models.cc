@@ -8,6 +8,21 @@
 #include <string>
 #include <vector>
 
+namespace modelgate::scanner {
+
+int FormatFamily(Format f) {
+  switch (f) {
+    case Format::kPytorchZip: case Format::kNumpyZip: case Format::kZip: return 1;
+    case Format::kPytorchTar: case Format::kTar: return 2;
+    case Format::kPickle: case Format::kJoblib: return 3;
+    case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
+    case Format::kLzma: return 4;
+    default: return 10 + static_cast<int>(f);
+  }
+}
+
+}  // namespace modelgate::scanner
+
 namespace modelgate::scanner::internal {
 namespace {
 
@@ -143,19 +158,6 @@ std::optional<std::string> LfsPointer(std::span<const uint8_t> file) {
 Format ZipFormat(std::span<const uint8_t> head) {
   const Format f = DetectFormat(head, head.size(), "");
   return f == Format::kPytorchZip || f == Format::kNumpyZip ? f : Format::kZip;
-}
-
-// Family groups view formats that are one reading of the bytes: two views
-// of different families are two loaders seeing different files.
-int Family(Format f) {
-  switch (f) {
-    case Format::kPytorchZip: case Format::kNumpyZip: case Format::kZip: return 1;
-    case Format::kPytorchTar: case Format::kTar: return 2;
-    case Format::kPickle: case Format::kJoblib: return 3;
-    case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
-    case Format::kLzma: return 4;
-    default: return 10 + static_cast<int>(f);
-  }
 }
 
 // FailClosed: a view that could not be completed (a limit ended it) leaves
@@ -310,12 +312,12 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
     Format primary = out.views.front().format;
     for (const auto& v : out.views) {
       if ((claim.safetensors && v.format == Format::kSafetensors) ||
-          ((claim.pickle || claim.torch) && Family(v.format) == 3)) {
+          ((claim.pickle || claim.torch) && FormatFamily(v.format) == 3)) {
         primary = v.format;
         break;
       }
     }
-    if (Family(primary) == 3) {
+    if (FormatFamily(primary) == 3) {
       for (const auto& imp : out.imports) {
         if (imp.member.empty() && imp.pickle.module == "joblib.numpy_pickle") primary = Format::kJoblib;
       }
@@ -333,7 +335,7 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
 
   // Two loaders, two readings of the same bytes.
   for (size_t i = 1; i < out.views.size(); ++i) {
-    if (Family(out.views[i].format) == Family(out.views[0].format)) continue;
+    if (FormatFamily(out.views[i].format) == FormatFamily(out.views[0].format)) continue;
     std::string readings;
     for (const auto& v : out.views) {
       readings += (readings.empty() ? "" : "; ") + v.loader + " reads it as " +

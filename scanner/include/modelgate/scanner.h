@@ -333,6 +333,12 @@ struct View {
   Format format = Format::kUnknown;
 };
 
+// FormatFamily groups formats that are one reading of the bytes (the zip
+// family, the tar family, pickles, compressed wrappers; every other format
+// alone): two views of different families are two loaders seeing
+// different files, a polyglot (MG-POLY-LOADERS).
+int FormatFamily(Format f);
+
 // FileScan is everything the scanner learned about one file.
 struct FileScan {
   std::string path;
