@@ -455,15 +455,18 @@ class Scanner {
       // tarfile raises, so torch.load falls back to unpickling the file
       // from offset 0: analyze exactly that (for the file itself, the
       // pickle view does, claimed by this fallback).
+      // tarfile may raise only once legacy_load has unpickled some members
+      // (a member's data cut short after a complete listing): what it
+      // listed of torch's members is judged too.
       if (at.member.empty()) {
         torch_pickle_fallback_ = true;
-        return;
+      } else {
+        Pickle(bytes, at);
       }
-      Pickle(bytes, at);
-      return;
+      if (!LooksLikeTorchTar(tar)) return;
     }
     if (LooksLikeTorchTar(tar)) {
-      if (at.member.empty()) out_.format = Format::kPytorchTar;
+      if (at.member.empty() && !tar.loader_fails) out_.format = Format::kPytorchTar;
       TorchTarMembers m = FindTorchTarMembers(tar, &f);
       Flush(f, at);
       for (const TarMember* member : {m.storages, m.tensors, m.pickle}) {
