@@ -533,11 +533,16 @@ class Scanner {
   // view (findings kept) only when pickle.load would really run them:
   // PicklesLoad. With `claimed` (the file's name says a pickle loader reads
   // it) the findings are kept whatever the stream does.
-  bool MaybePickle(std::span<const uint8_t> bytes, const Place& at, bool claimed = false) {
+  // When it does not keep the findings, the analysis is left in `*unkept`
+  // (if given), so a later claim can keep it without a second analysis.
+  bool MaybePickle(std::span<const uint8_t> bytes, const Place& at, bool claimed = false,
+                   std::optional<PickleAnalysis>* unkept = nullptr) {
     PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, 0);
-    if (!claimed && !PicklesLoad(a)) return false;
-    Keep(a, at);
-    YaraPickle(a, bytes, 0, at);
+    if (!claimed && !PicklesLoad(a)) {
+      if (unkept != nullptr) *unkept = std::move(a);
+      return false;
+    }
+    KeepPickle(a, bytes, 0, at);
     return true;
   }
 

@@ -263,7 +263,8 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
 
   // pickle.load at offset 0 (also torch.load's and numpy.load's fallback),
   // when it would run the bytes.
-  if (sc.MaybePickle(file, Place{})) view("pickle.load", Format::kPickle);
+  std::optional<PickleAnalysis> unkept_pickle;
+  if (sc.MaybePickle(file, Place{}, false, &unkept_pickle)) view("pickle.load", Format::kPickle);
 
   // Formats this version recognises but does not parse.
   if (out.views.empty() && !claim.safetensors &&
@@ -295,7 +296,8 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
 
   // A claimed pickle is judged even when it breaks at once, unless another
   // loader reads the file (then the claim only mismatches the content).
-  if (out.views.empty() && pickle_claimed && sc.MaybePickle(file, Place{}, true)) {
+  if (out.views.empty() && pickle_claimed && unkept_pickle) {
+    sc.KeepPickle(*unkept_pickle, file, 0, Place{});
     view("pickle.load", Format::kPickle);
   }
 
