@@ -5,6 +5,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "modelgate/scanner.h"
@@ -111,7 +112,20 @@ std::string RenderText(const Report& report, bool color);
 // (severity): message`, with `path` already made displayable.
 std::string FindingLine(const std::string& path, const scanner::Finding& f, bool color);
 std::string RenderJson(const Report& report);
-std::string RenderSarif(const Report& report);  // SARIF 2.1.0 for code scanning
+// SarifLevel is a SARIF result level, most important first. Severities map
+// critical|high -> error, medium -> warning, low|info -> note.
+enum class SarifLevel { kError, kWarning, kNote };
+// ParseSarifLevel reads "error", "warning" or "note" (exactly); false, and
+// `out` untouched, for anything else.
+bool ParseSarifLevel(std::string_view s, SarifLevel* out);
+// RenderSarif is SARIF 2.1.0 for code scanning. Findings whose level is
+// below `min_level` are not results, and their ids are not rules (the rules
+// list exactly the ids of the results); invocation, notifications and the
+// summary cover every file whatever the level. The CLI's default is kWarning.
+std::string RenderSarif(const Report& report, SarifLevel min_level);
+// RenderSarif(report) is RenderSarif(report, SarifLevel::kWarning), kept
+// until every caller passes the --sarif-level it was given.
+std::string RenderSarif(const Report& report);
 
 // DisplayPath returns `path` as is when it is printable UTF-8, else quoted
 // with escapes, so a hostile file name cannot forge report lines.

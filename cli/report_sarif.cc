@@ -387,14 +387,24 @@ const char* SecuritySeverity(core::Severity s) {
   return nullptr;
 }
 
-const char* Level(core::Severity s) {
+SarifLevel LevelOf(core::Severity s) {
   switch (s) {
     case core::Severity::kCritical:
-    case core::Severity::kHigh: return "error";
-    case core::Severity::kMedium: return "warning";
-    default: return "note";
+    case core::Severity::kHigh: return SarifLevel::kError;
+    case core::Severity::kMedium: return SarifLevel::kWarning;
+    case core::Severity::kLow:
+    case core::Severity::kInfo: return SarifLevel::kNote;
   }
+  return SarifLevel::kNote;
 }
+
+constexpr std::array<std::string_view, 3> kLevelNames = {"error", "warning", "note"};
+
+std::string Level(core::Severity s) { return std::string(kLevelNames[static_cast<size_t>(LevelOf(s))]); }
+
+// Shown is whether a finding is a result at `min_level` (the enumerators go
+// from most to least important).
+bool Shown(core::Severity s, SarifLevel min_level) { return LevelOf(s) <= min_level; }
 
 // PercentEncode keeps RFC 3986 unreserved bytes and '/', and escapes every
 // other byte, so hostile names (':' in a first segment, '#', '?', spaces,
@@ -458,7 +468,19 @@ std::string Where(const scanner::Finding& fd) {
 
 }  // namespace
 
-std::string RenderSarif(const Report& report) {
+bool ParseSarifLevel(std::string_view s, SarifLevel* out) {
+  for (size_t i = 0; i < kLevelNames.size(); ++i) {
+    if (kLevelNames[i] == s) {
+      *out = static_cast<SarifLevel>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string RenderSarif(const Report& report) { return RenderSarif(report, SarifLevel::kWarning); }
+
+std::string RenderSarif(const Report& report, SarifLevel min_level) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path cwd = fs::current_path(ec);
@@ -469,6 +491,7 @@ std::string RenderSarif(const Report& report) {
   std::map<std::string, core::Severity> rule_severity;
   for (const auto& f : report.files) {
     for (const auto& fd : f.scan.findings) {
+      if (!Shown(fd.severity, min_level)) continue;
       auto [it, inserted] = rule_severity.emplace(fd.id, fd.severity);
       if (!inserted) it->second = std::min(it->second, fd.severity);  // lower = more severe
     }
@@ -511,6 +534,13 @@ std::string RenderSarif(const Report& report) {
            {"message", {{"text", "could not judge " + DisplayPath(s.path) + "; see its results"}}}});
     }
     for (const auto& fd : s.findings) {
+      // A stable identity for the alert across runs: rule, file, place, and
+      // the occurrence count among otherwise identical findings, counted
+      // over every finding so that the level asked for does not change it.
+      std::string key = fd.id + '\0' + uri + '\0' + fd.member + '\0' + std::to_string(fd.offset) +
+                        '\0' + std::to_string(fd.member_offset);
+      key += '\0' + std::to_string(seen[key]++);
+      if (!Shown(fd.severity, min_level)) continue;
       ordered_json r;
       r["ruleId"] = fd.id;
       r["ruleIndex"] = rule_index.at(fd.id);
@@ -519,11 +549,6 @@ std::string RenderSarif(const Report& report) {
       // No region: these are binary files (GitHub requires a start line in
       // any region it is given).
       r["locations"] = ordered_json::array({{{"physicalLocation", {{"artifactLocation", artifact}}}}});
-      // A stable identity for the alert across runs: rule, file, place, and
-      // the occurrence count among otherwise identical findings.
-      std::string key = fd.id + '\0' + uri + '\0' + fd.member + '\0' + std::to_string(fd.offset) +
-                        '\0' + std::to_string(fd.member_offset);
-      key += '\0' + std::to_string(seen[key]++);
       const auto digest = core::Sha256({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
       r["partialFingerprints"] = {
           {"modelgateFinding/v1", core::HexLower(std::span<const uint8_t>(digest.data(), 16))}};
