@@ -5,7 +5,7 @@ Usage: python3 fuzz/make_corpus.py   (from anywhere; stdlib only)
 
 Seeds are small (< 4 KiB): valid files laid out like the reference writer
 (compact JSON, header space-padded so 8 + N is a multiple of 8) and one
-hostile file per safetensors rule in DESIGN.md. File names say which:
+hostile file per safetensors rule in README.md. File names say which:
 `ok_*` must be accepted with default limits, `bad_*` must be rejected,
 `ok_tight_*` are valid but break the fuzzer's tight limits. The corpus
 directory is rewritten from scratch each run, so the output is deterministic.

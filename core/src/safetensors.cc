@@ -1,7 +1,7 @@
-// The strict safetensors parser. Rules: ../shared/DESIGN.md "Safetensors
-// rules". The JSON header goes through nlohmann's SAX interface so that every
-// key is seen (duplicates), every value's JSON type is known (integers vs
-// floats) and nothing is built that the rules do not need.
+// The strict safetensors parser. Rules: README.md "What the safetensors core
+// checks". The JSON header goes through nlohmann's SAX interface so that
+// every key is seen (duplicates), every value's JSON type is known (integers
+// vs floats) and nothing is built that the rules do not need.
 #include <algorithm>
 #include <cstring>
 #include <iterator>

@@ -1,4 +1,4 @@
-// STSIG v1 known-answer vectors (vectors/, a copy of shared/vectors/stsig):
+// STSIG v1 known-answer vectors (vectors/, the format in docs/stsig.md):
 // the test key and kid, M rebuilt byte for byte, the signed files verify,
 // and signing the unsigned inputs reproduces signature, M and (where the
 // vector's metadata is already sorted) the signed file byte for byte.

@@ -1,7 +1,8 @@
 // modelgate policy: the operator's rules (trusted keys, required signatures,
-// formats, limits, exceptions) turned into a pass/fail verdict. The file
-// format is ../shared/DESIGN.md "Policy (YAML, via yaml-cpp)"; docs live in
-// the comments below. No yaml-cpp types appear here.
+// formats, limits, exceptions) turned into a pass/fail verdict. Users read
+// the file format in docs/policy.md (JSON Schema:
+// docs/schemas/policy.schema.json); the comments below are the contract. No
+// yaml-cpp types appear here.
 //
 // Errors. A policy that cannot be used is a core::Error whose message is
 // "<file>:<line>:<column>: <what is wrong>" (1-based line and column, as

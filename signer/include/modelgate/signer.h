@@ -1,7 +1,7 @@
 // modelgate signer: Ed25519 keys, STSIG v1 signatures embedded in a
 // safetensors header's __metadata__, and verification. The format is
-// ../shared/DESIGN.md "Signature format: STSIG v1". No libsodium, OpenSSL
-// or nlohmann types appear here.
+// docs/stsig.md ("STSIG v1"). No libsodium, OpenSSL or nlohmann types
+// appear here.
 //
 // Trust comes only from the PublicKey list a caller passes to VerifyFile;
 // the key id in a file is a lookup hint.
@@ -154,7 +154,7 @@ struct Stsig {
 // is not checked against the allowlist here (VerifyFile does).
 core::Result<Stsig> ParseStsig(const core::Safetensors& st);
 
-// SignedMessage is M for `record` over `st` (DESIGN.md): metadata minus
+// SignedMessage is M for `record` over `st` (docs/stsig.md): metadata minus
 // stsig.*, tensors sorted by name with the digest from `digests` (which must
 // hold exactly one entry per tensor, sorted by name — as ParseStsig returns).
 core::Result<std::vector<uint8_t>> SignedMessage(const core::Safetensors& st,
