@@ -20,6 +20,7 @@
 #include "npy.h"
 #include "source.h"
 #include "tar.h"
+#include "torch_legacy.h"
 #include "yara_rules.h"
 #include "zip.h"
 
@@ -538,6 +539,9 @@ class Scanner {
   bool MaybePickle(std::span<const uint8_t> bytes, const Place& at, bool claimed = false,
                    std::optional<PickleAnalysis>* unkept = nullptr) {
     PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, 0);
+    // The file itself: torch.load reads a legacy file's raw storages after
+    // its pickles (a member or decoded stream is never read that way).
+    if (at.member.empty()) ExplainTorchLegacyStorages(bytes, 0, &a);
     if (!claimed && !PicklesLoad(a)) {
       if (unkept != nullptr) *unkept = std::move(a);
       return false;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "pickle_machine.h"
@@ -71,6 +72,8 @@ void Machine::LimitHit(const char* name, uint64_t value, const std::string& wher
 
 void Machine::RunStreams(std::span<const uint8_t> bytes, uint64_t base, uint64_t stream_cap,
                          bool report_trailing) {
+  input_ = bytes;
+  input_base_ = base;
   ByteReader r(bytes, base);
   uint64_t count = 0;
   do {
@@ -448,6 +451,8 @@ PickleImport Machine::Classify(std::string module, std::string qualname,
   imp.resolved_by = resolved_by;
   imp.name_truncated = truncated;
   imp.stream = static_cast<uint32_t>(stream_index_);
+  imp.span_begin = std::exchange(span_begin_, 0);
+  imp.span_end = std::exchange(span_end_, 0);
   imp.safety = ClassifyGlobal(imp.module, imp.qualname, &imp.reason);
   if (imp.py2_mapped) {  // the written name counts too
     std::string why;
@@ -744,7 +749,47 @@ void Machine::Nested(const Ref& arg) {
   op_offset_ = saved_offset;
 }
 
+// MemoPutsOnly: the input bytes [from, to) are nothing but MEMOIZE, BINPUT
+// and LONG_BINPUT opcodes (what a pickler writes between pushes).
+bool Machine::MemoPutsOnly(uint64_t from, uint64_t to) const {
+  if (from > to || from < input_base_ || to - input_base_ > input_.size()) return false;
+  for (uint64_t p = from - input_base_, end = to - input_base_; p < end;) {
+    const uint8_t op = input_[static_cast<size_t>(p)];
+    const uint64_t n = op == 0x94 ? 1 : op == 'q' ? 2 : op == 'r' ? 5 : 0;
+    if (n == 0 || n > end - p) return false;
+    p += n;
+  }
+  return true;
+}
+
+// NoteTorchStorage records a persistent id shaped as torch's legacy
+// storage id: ('storage', <name>Storage, key, location, numel,
+// view_metadata), typename str or bytes (_maybe_decode_ascii), key a str.
+void Machine::NoteTorchStorage(const Value& pid) {
+  if (depth_ != 0 || pid.kind != VKind::kTuple || pid.count != 6 || pid.x().items.size() != 6) return;
+  const auto& items = pid.x().items;
+  const Value& type_name = *items[0];
+  const Value& storage_type = *items[1];
+  const Value& key = *items[2];
+  if ((type_name.kind != VKind::kStr && type_name.kind != VKind::kBytes) ||
+      type_name.text() != "storage" || storage_type.kind != VKind::kGlobal ||
+      key.kind != VKind::kStr || key.truncated) {
+    return;
+  }
+  if (out_->torch_storages.size() >= lim_.max_records) {
+    out_->torch_storages_cut = true;
+    return;
+  }
+  PickleTorchStorage t;
+  t.key = std::string(key.text());
+  t.storage_type = storage_type.x().qualname;
+  t.offset = op_offset_;
+  t.stream = static_cast<uint32_t>(stream_index_);
+  out_->torch_storages.push_back(std::move(t));
+}
+
 void Machine::Persistent(const Ref& pid, std::string desc) {
+  if (pid) NoteTorchStorage(*pid);
   // torch's legacy persistent_load (torch/serialization.py _legacy_load):
   // ('module', cls, source_file, source) returns cls itself, after
   // comparing the source: the class is what later opcodes call, judged as
@@ -1101,6 +1146,8 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
       std::string_view q = ReadLine(r);
       if (q.empty()) Fail("pickle data was truncated (empty GLOBAL name)");
       if (!pi::Utf8Valid(q, false)) Fail("GLOBAL name is not UTF-8");
+      span_begin_ = op_offset_;
+      span_end_ = r.offset();
       FindClass(std::move(module), std::string(q), "text", false);
       return;
     }
@@ -1112,6 +1159,15 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
         return std::string(v.origin_op) + " at " + U64(v.origin_offset) +
                (v.use_owned ? " (escapes decoded)" : "");
       };
+      // The strings' bytes belong to this import only when they are pushed
+      // right here; a memo get or anything else between leaves the opcode.
+      auto end_of = [](const Value& v) { return v.data_offset + v.view.size(); };
+      const bool adjacent =
+          !module->use_owned && !name->use_owned && module->data_offset != kNoOffset &&
+          name->data_offset != kNoOffset && module->origin_offset < name->origin_offset &&
+          MemoPutsOnly(end_of(*module), name->origin_offset) && MemoPutsOnly(end_of(*name), op_offset_);
+      span_begin_ = adjacent ? module->origin_offset : op_offset_;
+      span_end_ = op_offset_ + 1;
       FindClass(std::string(module->text()), std::string(name->text()),
                 "module from " + from(*module) + ", name from " + from(*name),
                 module->truncated || name->truncated);
@@ -1126,6 +1182,8 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
       std::string_view q = ReadLine(r);
       if (q.empty()) Fail("pickle data was truncated (empty INST name)");
       if (!pi::AsciiOnly(q)) Fail("INST class name is not ASCII");
+      span_begin_ = op_offset_;
+      span_end_ = r.offset();
       FindClass(std::move(module), std::string(q), "text", false);
       Ref cls = std::move(stack_.back());
       stack_.pop_back();

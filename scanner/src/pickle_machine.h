@@ -253,6 +253,8 @@ class Machine {
   void DoSetItems(int64_t x);
   void AddItems();
   void Persistent(const Ref& pid, std::string desc);
+  void NoteTorchStorage(const Value& pid);
+  bool MemoPutsOnly(uint64_t from, uint64_t to) const;
   void Nested(const Ref& arg);
   void RecordCall(std::string callee, int64_t import_index, bool allowed, bool flagged,
                   std::string reason);
@@ -271,6 +273,11 @@ class Machine {
   uint64_t parent_offset_;
   bool joblib_;
   uint64_t joblib_divergence_ = kNoOffset;
+  // The input RunStreams walks (import spans look at the bytes between
+  // opcodes), and the bytes of the import being read (PickleImport::span_*).
+  std::span<const uint8_t> input_;
+  uint64_t input_base_ = 0;
+  uint64_t span_begin_ = 0, span_end_ = 0;
 
   // Per stream.
   size_t stream_index_ = 0;

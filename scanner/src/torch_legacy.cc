@@ -299,4 +299,173 @@ TorchTarLayout SplitTorchTarMember(std::string_view member_name, std::span<const
   return TorchWalk(member_name, bytes, member_base, findings).Run();
 }
 
+namespace {
+
+// WithoutProtoFrame is `b` after a leading PROTO and FRAME (either optional).
+std::span<const uint8_t> WithoutProtoFrame(std::span<const uint8_t> b) {
+  if (b.size() >= 2 && b[0] == 0x80) b = b.subspan(2);
+  if (b.size() >= 9 && b[0] == 0x95) b = b.subspan(9);
+  return b;
+}
+
+// IsTorchMagic: the pickle is torch's MAGIC_NUMBER, 0x1950a86a20f9469cfc6c,
+// as pickle writes it: LONG1 (protocol 2+) or a text LONG (protocols 0, 1).
+bool IsTorchMagic(std::span<const uint8_t> b) {
+  static constexpr uint8_t kLong1[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9,
+                                       0x20, 0x6a, 0xa8, 0x50, 0x19, '.'};
+  static constexpr std::string_view kText = "L119547037146038801333356L\n.";
+  b = WithoutProtoFrame(b);
+  const std::string_view text(reinterpret_cast<const char*>(b.data()), b.size());
+  return text == kText || std::equal(b.begin(), b.end(), std::begin(kLong1), std::end(kLong1));
+}
+
+// StorageKeys reads the fifth pickle, a list of str (pickle.dump of
+// torch's sorted storage keys), written by any protocol: the keys in list
+// order, or nullopt for anything but such a list.
+std::optional<std::vector<std::string_view>> StorageKeys(std::span<const uint8_t> b) {
+  enum class Item : uint8_t { kList, kMark, kStr };
+  std::vector<Item> stack;
+  std::vector<std::string_view> strs;  // the str items on `stack`, in order
+  std::vector<std::string_view> keys;
+  core::ByteReader r(b);
+  auto pop_to_list = [&](size_t from) {  // stack[from..] are strs, appended
+    for (size_t i = from; i < stack.size(); ++i) {
+      if (stack[i] != Item::kStr) return false;
+    }
+    const size_t n = stack.size() - from;
+    keys.insert(keys.end(), strs.end() - static_cast<long>(n), strs.end());
+    strs.resize(strs.size() - n);
+    stack.resize(from);
+    return !stack.empty() && stack.back() == Item::kList;
+  };
+  auto last_mark = [&]() -> std::optional<size_t> {
+    for (size_t i = stack.size(); i > 0; --i) {
+      if (stack[i - 1] == Item::kMark) return i - 1;
+    }
+    return std::nullopt;
+  };
+  while (r.remaining() > 0) {
+    const uint8_t op = r.Take(1).value()[0];
+    const pickle_internal::Opcode* code = pickle_internal::FindOpcode(op);
+    if (code == nullptr) return std::nullopt;
+    pickle_internal::OpcodeArgs args;
+    if (!pickle_internal::ReadOpcodeArgs(*code, r, &args)) return std::nullopt;
+    const std::string_view arg(reinterpret_cast<const char*>(args.first.data()), args.first.size());
+    switch (op) {
+      case 0x80: case 0x95: case 'q': case 'r': case 0x94: case 'p': break;  // PROTO FRAME puts
+      case ']':
+        if (!stack.empty()) return std::nullopt;
+        stack.push_back(Item::kList);
+        break;
+      case '(': stack.push_back(Item::kMark); break;
+      case 'l': {  // LIST: the items since the mark
+        auto m = last_mark();
+        if (!m || *m != 0) return std::nullopt;
+        stack.erase(stack.begin());
+        stack.insert(stack.begin(), Item::kList);
+        if (!pop_to_list(1)) return std::nullopt;
+        break;
+      }
+      case 'V':  // UNICODE: raw-unicode-escape; plain ASCII reads as itself
+        if (arg.find('\\') != std::string_view::npos ||
+            std::any_of(arg.begin(), arg.end(), [](char c) { return (c & 0x80) != 0; })) {
+          return std::nullopt;
+        }
+        [[fallthrough]];
+      case 'X': case 0x8c: case 0x8d:
+        stack.push_back(Item::kStr);
+        strs.push_back(arg);
+        break;
+      case 'a':
+        if (stack.size() < 2 || !pop_to_list(stack.size() - 1)) return std::nullopt;
+        break;
+      case 'e': {
+        auto m = last_mark();
+        if (!m) return std::nullopt;
+        stack.erase(stack.begin() + static_cast<long>(*m));
+        if (!pop_to_list(*m)) return std::nullopt;
+        break;
+      }
+      case '.':
+        if (stack.size() != 1 || stack[0] != Item::kList || r.remaining() != 0) return std::nullopt;
+        return keys;
+      default: return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<uint64_t> TorchLegacyStoragesEnd(std::span<const uint8_t> bytes, uint64_t base,
+                                               const PickleAnalysis& a) {
+  std::vector<const PickleStream*> top;
+  for (const auto& st : a.streams) {
+    if (st.depth == 0) top.push_back(&st);
+  }
+  if (top.size() != 5 || a.torch_storages_cut || a.incomplete) return std::nullopt;
+  auto slice = [&](const PickleStream& st) -> std::optional<std::span<const uint8_t>> {
+    if (!st.complete || st.offset < base || st.end < st.offset || st.end - base > bytes.size()) {
+      return std::nullopt;
+    }
+    return bytes.subspan(static_cast<size_t>(st.offset - base), static_cast<size_t>(st.end - st.offset));
+  };
+  std::span<const uint8_t> pickles[5];
+  for (size_t i = 0; i < 5; ++i) {
+    auto b = slice(*top[i]);
+    if (!b) return std::nullopt;
+    pickles[i] = *b;
+  }
+  // torch raises on another magic number or protocol version.
+  if (!IsTorchMagic(pickles[0])) return std::nullopt;
+  const Walked version = WalkPickle(pickles[1], 0);
+  if (!version.ok || version.end != pickles[1].size() || version.int_value != 1001) return std::nullopt;
+  auto keys = StorageKeys(pickles[4]);
+  if (!keys) return std::nullopt;
+  // persistent_load keeps the first id of each key; element sizes by the
+  // storage type's name (UnpicklerWrapper.find_class -> StorageType).
+  const uint32_t object_stream = static_cast<uint32_t>(top[3] - a.streams.data());
+  auto element_bytes = [&](std::string_view key) -> uint64_t {
+    for (const auto& t : a.torch_storages) {
+      if (t.stream == object_stream && t.key == key) return ElementBytes(t.storage_type);
+    }
+    return 0;  // `assert key in deserialized_objects` fails
+  };
+  uint64_t p = top[4]->end - base;  // <= bytes.size(): checked by slice
+  for (std::string_view key : *keys) {
+    const uint64_t elem = element_bytes(key);
+    if (elem == 0 || bytes.size() - p < 8) return std::nullopt;
+    const uint64_t numel = Le64(bytes, p);
+    uint64_t nbytes = 0;
+    if (__builtin_mul_overflow(numel, elem, &nbytes) || nbytes > bytes.size() - p - 8) {
+      return std::nullopt;
+    }
+    p += 8 + nbytes;
+  }
+  return base + p;
+}
+
+void ExplainTorchLegacyStorages(std::span<const uint8_t> bytes, uint64_t base, PickleAnalysis* a) {
+  auto trailing = std::find_if(a->anomalies.begin(), a->anomalies.end(), [](const PickleAnomaly& an) {
+    return an.kind == PickleAnomalyKind::kTrailingData;
+  });
+  if (trailing == a->anomalies.end()) return;
+  auto end = TorchLegacyStoragesEnd(bytes, base, *a);
+  if (!end) return;
+  // The anomaly sits where the fifth pickle ends: the storages start there.
+  const PickleStream* fifth = nullptr;
+  for (const auto& st : a->streams) {
+    if (st.depth == 0) fifth = &st;
+  }
+  if (fifth == nullptr || trailing->offset != fifth->end) return;
+  const uint64_t input_end = base + bytes.size();
+  if (*end == input_end) {
+    a->anomalies.erase(trailing);
+    return;
+  }
+  trailing->offset = *end;
+  trailing->message = N(input_end - *end) + " bytes after the storages that torch.load reads "
+                      "(legacy format) are read by no loader";
+}
+
 }  // namespace modelgate::scanner

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -77,5 +78,29 @@ struct TorchTarLayout {
 // `member_base` + member offset as offset.
 TorchTarLayout SplitTorchTarMember(std::string_view member_name, std::span<const uint8_t> bytes,
                                    uint64_t member_base, std::vector<Finding>* findings);
+
+// --- torch legacy file (not a tar) ---
+// When tarfile cannot open the file, torch.serialization._legacy_load reads
+// five pickles back to back — the magic number 0x1950a86a20f9469cfc6c, the
+// protocol version 1001, sys_info, the object (its persistent ids name
+// each storage's key and type) and the list of storage keys — then, for
+// each key in that list, the storage's raw bytes (_set_from_file: int64 LE
+// element count, then count * element size bytes). Those bytes are data
+// the loader reads, not trailing bytes.
+
+// TorchLegacyStoragesEnd is the offset (in `a`'s absolute offsets, the
+// input being `bytes` from `base`) just past the last storage torch reads
+// after the five pickles of `a`, or nullopt when the streams are not that
+// layout exactly or the loader would fail on the storages (a key without a
+// storage id of a known type, a count or size past the input): then what
+// follows the pickles stays unexplained.
+std::optional<uint64_t> TorchLegacyStoragesEnd(std::span<const uint8_t> bytes, uint64_t base,
+                                               const PickleAnalysis& a);
+
+// ExplainTorchLegacyStorages replaces `a`'s trailing-data anomaly after the
+// fifth pickle by one after the storages torch reads (none when they end
+// the input). Only for the analysis of a whole file at offset 0, which is
+// what torch.load reads this way.
+void ExplainTorchLegacyStorages(std::span<const uint8_t> bytes, uint64_t base, PickleAnalysis* a);
 
 }  // namespace modelgate::scanner

@@ -146,6 +146,15 @@ struct PickleImport {
   uint32_t stream = 0;          // index into PickleAnalysis::streams
   // Imports of this name folded into this record past max_records.
   uint64_t count = 1;
+  // [span_begin, span_end): the bytes of the input that name this import,
+  // absolute like `offset`: GLOBAL and INST with their two lines; a
+  // STACK_GLOBAL from the opcode that pushed the module string to the
+  // STACK_GLOBAL itself when the two strings are pushed right before it
+  // (memo puts between them allowed), else the STACK_GLOBAL byte alone;
+  // empty (span_end == 0) where not known (EXT codes, the salvage walk).
+  // YARA matches inside it are the same cause as this import.
+  uint64_t span_begin = 0;
+  uint64_t span_end = 0;
   std::string FullName() const { return module + "." + qualname; }
 };
 
@@ -219,6 +228,19 @@ struct PickleArray {
   uint32_t stream = 0;         // the stream whose BUILD read it
 };
 
+// PickleTorchStorage is one persistent id of torch's legacy format,
+// ('storage', <name>Storage, key, location, numel, view_metadata), as
+// _legacy_load's persistent_load reads it: storage `key` holds elements of
+// `storage_type` (the global's qualname, "FloatStorage"; torch's
+// find_class maps any name holding "Storage" by that name alone). Facts,
+// not findings: they say how long the raw storages after the pickles are.
+struct PickleTorchStorage {
+  std::string key;
+  std::string storage_type;
+  uint64_t offset = 0;  // the BINPERSID
+  uint32_t stream = 0;
+};
+
 struct PickleAnalysis {
   std::vector<PickleStream> streams;
   std::vector<PickleImport> imports;
@@ -226,6 +248,10 @@ struct PickleAnalysis {
   std::vector<PickleAnomaly> anomalies;
   // joblib arrays, in file order; they count towards max_records.
   std::vector<PickleArray> arrays;
+  // torch legacy storage ids of top-level streams, in stream order; at most
+  // max_records (past it torch_storages_cut is set and none are added).
+  std::vector<PickleTorchStorage> torch_storages;
+  bool torch_storages_cut = false;
   bool limit_hit = false;         // some MG-PK-LIMIT anomaly was recorded
   // incomplete: the analysis did not judge everything a loader would run
   // (a limit stopped or cut it, records were folded away past max_records,
