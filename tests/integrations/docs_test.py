@@ -156,8 +156,7 @@ def three_lines_of_yaml(d):
     eq(len([l for l in block.splitlines() if l.strip()]), 3, "three lines")
     steps = yaml.safe_load(block)
     eq(len(steps), 1, "one step")
-    if not re.fullmatch(r"[\w.-]+/modelgate@v\d+", steps[0]["uses"]):
-        raise AssertionError("uses: " + steps[0]["uses"])
+    check_pin(steps[0]["uses"].split("@", 1)[1], "three lines: uses")
     eq(set(steps[0]["with"]) <= set(action_inputs()), True, "inputs exist")
     ws = os.path.join(d, "ws")
     write(ws, "models/good.safetensors", GOOD)
@@ -177,8 +176,19 @@ def workflow_and_policy(d):
     gate_steps = [s for s in steps if "/modelgate@" in s.get("uses", "")]
     eq(len(gate_steps), 1, "one modelgate step")
     gate_step = gate_steps[0]
-    eq(steps.index(gate_step) > 0 and steps[0]["uses"].startswith("actions/checkout@"), True,
-       "checkout first")
+    check_pin(gate_step["uses"].split("@", 1)[1], "workflow: uses")
+    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    eq(len(checkouts), 1, "one checkout step")
+    eq(steps.index(checkouts[0]) < steps.index(gate_step), True, "checkout before the gate")
+    # git-LFS: without lfs: true the job judges pointer files, not weights.
+    eq(checkouts[0].get("with", {}).get("lfs"), True, "actions/checkout with lfs: true")
+    if "container" in wf["jobs"]["models"]:
+        # actions/checkout needs git and git-lfs on PATH for lfs: true (it fails
+        # without them): a container job installs both before it.
+        before = " ".join(s.get("run", "") for s in steps[:steps.index(checkouts[0])])
+        for pkg in ("git", "git-lfs"):
+            if not re.search(r"apt-get install[^\n]*\s" + re.escape(pkg) + r"(\s|$)", before):
+                raise AssertionError(f"container job: no step installs {pkg} before checkout")
     eq(set(gate_step["with"]) <= set(action_inputs()), True, "inputs exist")
     upload = [s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif@")]
     eq(len(upload), 1, "upload-sarif step")
@@ -202,6 +212,91 @@ def workflow_and_policy(d):
     with open(os.path.join(ws, sarif)) as f:
         results = json.load(f)["runs"][0]["results"]
     eq(sorted({r["ruleId"] for r in results}), ["MG-POLICY-SIGNATURE"], "SARIF rules")
+
+
+# ---- version pins and git-LFS (README.md and docs/) ---------------------------------
+
+def repo_tags():
+    """Tags of this repository (none in a checkout without git metadata)."""
+    code, out, _ = run(["git", "-C", ROOT, "tag", "--list"])
+    return set(out.split()) if code == 0 else set()
+
+
+TAGS = repo_tags()
+
+
+def check_pin(ref, what):
+    """A modelgate version in an example is a commit SHA (or the
+    `<commit-sha>` placeholder the text explains), or a tag that exists."""
+    if ref == "<commit-sha>" or re.fullmatch(r"[0-9a-f]{40}", ref) or ref in TAGS:
+        return
+    raise AssertionError(f"{what}: pins {ref!r}, which is neither a commit SHA nor an existing "
+                         f"tag (tags: {sorted(TAGS) or 'none'})")
+
+
+def pages():
+    out = {"README.md": None}
+    for n in sorted(os.listdir(os.path.join(ROOT, "docs"))):
+        if n.endswith(".md"):
+            out["docs/" + n] = None
+    for rel in out:
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            out[rel] = f.read()
+    return out
+
+
+@test
+def examples_pin_versions_that_exist(d):
+    found = 0
+    for rel, text in pages().items():
+        for m in re.finditer(r"uses: [\w.-]+/modelgate@([^\s`'\"]+)", text):
+            check_pin(m.group(1), f"{rel}: {m.group(0)}")
+            found += 1
+        for block in re.findall(r"```yaml\n(.*?)\n```", text, re.S):
+            if "repos:" not in block or "modelgate" not in block:
+                continue
+            for repo in yaml.safe_load(block)["repos"]:
+                if "modelgate" in repo["repo"]:
+                    check_pin(str(repo["rev"]), f"{rel}: pre-commit rev")
+                    found += 1
+        for stale in ("@v0", "rev: v0.1.0"):
+            tag = stale.split("@")[-1].split(": ")[-1]
+            if tag not in TAGS and re.search(re.escape(stale) + r"(?![\w.])", text):
+                raise AssertionError(f"{rel} pins {stale!r}, a tag that does not exist")
+    if found < 4:
+        raise AssertionError(f"only {found} modelgate pins found in the docs")
+    ci = pages()["docs/ci-policy-check.md"]
+    for words in ("No release of modelgate has been tagged yet", "git ls-remote"):
+        if words not in ci:
+            raise AssertionError(f"docs/ci-policy-check.md does not say how to pin ({words!r})")
+
+
+@test
+def docs_cover_git_lfs(d):
+    p = pages()
+    need = {
+        "docs/ci-policy-check.md": ["lfs: true", "git lfs pull", "MG-FMT-LFS-POINTER",
+                                    "git-LFS and pre-commit", "GIT_LFS_SKIP_SMUDGE"],
+        "README.md": ["lfs: true", "git lfs", "MG-FMT-LFS-POINTER"],
+        "docs/deployment-admission.md": ["git lfs pull", "MG-FMT-LFS-POINTER"],
+        "docs/registry-gate.md": ["git lfs pull", "MG-FMT-LFS-POINTER"],
+    }
+    for rel, words in need.items():
+        for w in words:
+            if w not in p[rel]:
+                raise AssertionError(f"{rel} does not mention {w!r}")
+    # What the docs promise: a checkout without LFS objects fails the step
+    # with MG-FMT-LFS-POINTER, not a pass.
+    ws = os.path.join(d, "ws")
+    write(ws, "models/model.safetensors",
+          "version https://git-lfs.github.com/spec/v1\n"
+          "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+          "size 123456789\n")
+    code, outputs, log = run_action(MG, ws, yaml.safe_load(CI["three-lines"])[0]["with"])
+    eq(code, 1, "a pointer file fails the step\n" + log)
+    with open(os.path.join(ws, outputs["sarif-file"])) as f:
+        rules = {r["ruleId"] for r in json.load(f)["runs"][0]["results"]}
+    eq("MG-FMT-LFS-POINTER" in rules, True, f"SARIF rules {sorted(rules)}")
 
 
 # ---- deployment-admission.md --------------------------------------------------------

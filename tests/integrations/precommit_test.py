@@ -8,7 +8,8 @@ local git repository holding this checkout's .pre-commit-hooks.yaml. The
 built modelgate is first on PATH; HOME and PRE_COMMIT_HOME are temp
 directories. Checks `pre-commit try-repo` on staged files, and the
 configuration shown in docs/ci-policy-check.md (repo pointed at the local
-repository) with its policy.
+repository) with its policy; that configuration, index and tokenizer files
+reach the hooks as they reach the Action; and that a git-lfs pointer fails.
 """
 import os
 import re
@@ -48,6 +49,16 @@ def git(env, cwd, *args):
     return out.strip()
 
 
+# Non-weight files of a model directory (what `huggingface-cli download`
+# fetches for a transformers model beside the weights).
+MODEL_DIR_FILES = ("config.json", "models/llm/generation_config.json", "model.safetensors.index.json",
+                   "pytorch_model.bin.index.json", "tokenizer.json", "tokenizer_config.json",
+                   "special_tokens_map.json", "added_tokens.json", "preprocessor_config.json",
+                   "adapter_config.json", "vocab.json", "tokenizer.model", "spiece.model",
+                   "vocab.txt", "m/merges.txt", "chat_template.jinja", "cl100k_base.tiktoken",
+                   "CONFIG.JSON")
+
+
 def hooks_repo(d, env):
     """A git repository holding this checkout's hooks file; returns (path, sha)."""
     repo = os.path.join(d, "hooks-repo")
@@ -79,10 +90,17 @@ def hook_definitions(d):
     eq(hooks["modelgate-check"]["entry"], "modelgate check", "check entry")
     pattern = re.compile(hooks["modelgate-scan"]["files"])
     for name in ("m.safetensors", "a/b/pytorch_model.bin", "x.PT", "y.pkl", "w.npz", "q.gguf",
-                 "m.onnx", "k.h5", "z.joblib", "c.ckpt", "d.tar.gz"):
+                 "m.onnx", "k.h5", "z.joblib", "c.ckpt", "d.tar.gz", "flax_model.msgpack"):
         if not pattern.search(name):
             raise AssertionError(f"files pattern misses {name}")
-    for name in ("README.md", "config.json", "train.py", "model.safetensors.md"):
+    # The rest of a Hugging Face model directory, which the Action (path: DIR)
+    # judges too: configuration, shard index and tokenizer files.
+    for name in MODEL_DIR_FILES:
+        if not pattern.search(name):
+            raise AssertionError(f"files pattern misses {name}, which the Action checks")
+    for name in ("README.md", "train.py", "model.safetensors.md", "requirements.txt", "notes.txt",
+                 ".pre-commit-config.yaml", ".github/modelgate-policy.yaml", "release.pub",
+                 "LICENSE", ".gitattributes", "myvocab.txt"):
         if pattern.search(name):
             raise AssertionError(f"files pattern takes {name}")
     eq(hooks["modelgate-check"]["files"], hooks["modelgate-scan"]["files"], "same file set")
@@ -119,6 +137,48 @@ def try_repo_scan_passes_good_and_fails_hostile(d):
 
 
 @test
+def config_and_index_files_reach_the_hook(d):
+    env = env_for(d)
+    hooks, _ = hooks_repo(d, env)
+    repo = work_repo(d, env)
+    write(repo, "models/model.safetensors", GOOD)
+    write(repo, "models/config.json", '{"architectures": ["Tiny"], "hidden_size": 4}\n')
+    write(repo, "models/model.safetensors.index.json",
+          '{"metadata": {"total_size": 20}, "weight_map": {"w": "model.safetensors"}}\n')
+    git(env, repo, "add", "models")
+    code, out, err = try_repo(env, repo, hooks, "modelgate-scan")
+    eq(code, 0, f"clean model directory\n{out}{err}")
+    # A pickle named config.json: the hook is given the file and judges its
+    # content (exit 1 names it), as the Action does.
+    write(repo, "models/config.json", PICKLE_OS_SYSTEM)
+    git(env, repo, "add", "models/config.json")
+    code, out, err = try_repo(env, repo, hooks, "modelgate-scan")
+    eq(code, 1, f"pickle named config.json\n{out}{err}")
+    if "config.json" not in out or "MG-PK-CRITICAL-IMPORT" not in out:
+        raise AssertionError("config.json was not judged: " + out)
+    if "model.safetensors.index.json" not in out:
+        raise AssertionError("the index file was not passed to the hook: " + out)
+
+
+@test
+def lfs_pointer_without_lfs_fails(d):
+    # A clone without git-lfs (docs/ci-policy-check.md, "git-LFS and
+    # pre-commit"): the working tree holds the pointer, and the hook says so.
+    env = env_for(d)
+    hooks, _ = hooks_repo(d, env)
+    repo = work_repo(d, env)
+    write(repo, "models/model.safetensors",
+          "version https://git-lfs.github.com/spec/v1\n"
+          "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+          "size 123456789\n")
+    git(env, repo, "add", "models")
+    code, out, err = try_repo(env, repo, hooks, "modelgate-scan")
+    eq(code, 1, f"LFS pointer\n{out}{err}")
+    if "MG-FMT-LFS-POINTER" not in out:
+        raise AssertionError("no MG-FMT-LFS-POINTER: " + out)
+
+
+@test
 def leading_dash_file_name_fails_closed(d):
     env = env_for(d)
     hooks, _ = hooks_repo(d, env)
@@ -137,11 +197,12 @@ def documented_config_with_policy(d):
     repo = work_repo(d, env)
     blocks = doc_blocks("docs/ci-policy-check.md")
     config = yaml.safe_load(blocks["pre-commit-config"])
-    eq(config["repos"][0]["hooks"][0]["id"], "modelgate-check", "documented hook")
+    by_id = {h["id"]: h for h in config["repos"][0]["hooks"]}
+    eq(sorted(by_id), ["modelgate-check", "modelgate-scan"], "documented hooks")
     config["repos"][0]["repo"] = hooks
     config["repos"][0]["rev"] = sha
     write(repo, ".pre-commit-config.yaml", yaml.safe_dump(config))
-    policy_rel = config["repos"][0]["hooks"][0]["args"][1]
+    policy_rel = by_id["modelgate-check"]["args"][1]
     write(repo, policy_rel, blocks["policy"])
     pub, _ = keygen_and_sign(MG, d, out_dir=os.path.join(repo, "models"))
     shutil.copy(pub, os.path.join(repo, os.path.dirname(policy_rel), "release.pub"))
@@ -150,6 +211,14 @@ def documented_config_with_policy(d):
     eq(code, 0, f"signed model under the documented policy\n{out}{err}")
     if not re.search(r"modelgate check.*\.+Passed", out):
         raise AssertionError("hook did not run: " + out)
+    # A config beside the weights: scanned by modelgate-scan, kept from the
+    # signed-only policy by the documented `files:` of modelgate-check.
+    write(repo, "models/config.json", '{"architectures": ["Tiny"]}\n')
+    git(env, repo, "add", "models/config.json")
+    code, out, err = run([PRE_COMMIT, "run"], env=env, cwd=repo, timeout=120)
+    eq(code, 0, f"config.json beside the signed model\n{out}{err}")
+    if not re.search(r"modelgate scan.*\.+Passed", out):
+        raise AssertionError("modelgate-scan did not run on the config: " + out)
     write(repo, "models/unsigned.safetensors", GOOD)
     git(env, repo, "add", "models/unsigned.safetensors")
     code, out, err = run([PRE_COMMIT, "run"], env=env, cwd=repo, timeout=120)
