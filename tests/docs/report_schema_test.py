@@ -252,6 +252,7 @@ def schema_is_closed_where_the_report_is_fixed(d):
     eq(mutated(lambda doc: doc["files"][0]["views"][0].update(offset=0)), False, "unknown view field")
     eq(mutated(lambda doc: doc["files"][0].update(verdict="warn")), False, "unknown verdict")
     eq(mutated(lambda doc: doc["files"][0].update(format="pytorch")), False, "unknown format")
+    eq(mutated(lambda doc: doc["files"][0].pop("views")), False, "views is always written")
     eq(mutated(lambda doc: doc.update(schema="modelgate.report/v2")), False, "another schema")
     eq(mutated(lambda doc: doc["files"][0]["signature"].update(status="valid")), False,
        "valid without key ids")
