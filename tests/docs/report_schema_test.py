@@ -256,9 +256,10 @@ def schema_is_closed_where_the_report_is_fixed(d):
     eq(mutated(lambda doc: doc.update(schema="modelgate.report/v2")), False, "another schema")
     eq(mutated(lambda doc: doc["files"][0]["signature"].update(status="valid")), False,
        "valid without key ids")
-    eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(corroborated_by=["r"], line=3, column=1)),
+    eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(corroborated_by=["MG-YARA-X-Y"], line=3, column=1)),
        True, "the optional finding fields")
     eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(column=1)), False, "column without line")
+    eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(line=1)), False, "line without column")
 
 
 @test
