@@ -324,6 +324,64 @@ def ambiguous_scalars_match_no_type(d):
         eq(jsonschema.Draft7Validator({"type": t}).is_valid(Ambiguous("yes")), False, t)
 
 
+# ---- the schema's copies of the parser's lists ---------------------------------------------------
+
+def lint_error(d, text):
+    path = write(os.path.join(d, "p.yaml"), H + text)
+    ok, out = lint(path)
+    eq(ok, False, f"lint should fail: {text}")
+    return out
+
+
+def listed(out, word):
+    """The names in the "(WORD: a, b, c)" part of a lint error."""
+    m = re.search(r"\(" + word + r": ([^)]*)\)", out)
+    if not m:
+        raise AssertionError(f"no ({word}: ...) list in {out!r}")
+    return [s.strip() for s in m.group(1).split(",")]
+
+
+@test
+def limits_are_the_parsers(d):
+    props = SCHEMA["properties"]["limits"]["properties"]
+    eq(sorted(listed(lint_error(d, "limits: {nope: 1}\n"), "allowed")), sorted(props),
+       "limit names (parser vs schema)")
+    for key, spec in props.items():
+        eq(spec["maximum"], spec["default"], f"{key}: the maximum is the default")
+        at = write(os.path.join(d, key, "at.yaml"), H + f"limits: {{{key}: {spec['maximum']}}}\n")
+        eq(lint(at)[0], True, f"{key} at its default")
+        above = H + f"limits: {{{key}: {spec['maximum'] + 1}}}\n"
+        out = lint_error(d, above[len(H):])
+        if f"above the default {spec['maximum']}" not in out:
+            raise AssertionError(f"{key}: parser default differs from the schema's: {out}")
+        eq(schema_errors(above.encode()) != [], True, f"{key}: schema refuses default + 1")
+    # docs/policy.md's table says the same.
+    with open(os.path.join(ROOT, "docs", "policy.md"), encoding="utf-8") as f:
+        rows = dict(re.findall(r"^\| `(max\w+)` \| (\d+) \|", f.read(), re.M))
+    eq({k: int(v) for k, v in rows.items()}, {k: s["default"] for k, s in props.items()},
+       "docs/policy.md limits table")
+
+
+@test
+def enums_are_the_parsers(d):
+    formats = listed(lint_error(d, "formats: {allow: [nope]}\n"), "known")
+    eq(SCHEMA["properties"]["formats"]["properties"]["allow"]["items"]["enum"], formats,
+       "formats.allow names")
+    with open(os.path.join(ROOT, "docs", "schemas", "report-v1.schema.json")) as f:
+        eq(json.load(f)["definitions"]["format"]["enum"], formats, "report format names")
+    for key, path, word in (("failOn", ["failOn"], "one of"),
+                            ("pickle: {mode: nope}", ["pickle", "mode"], "one of"),
+                            ("yara: {scope: nope}", ["yara", "scope"], "must be")):
+        text = (key + ": nope\n") if ":" not in key else key + "\n"
+        out = lint_error(d, text)
+        node = SCHEMA["properties"][path[0]]
+        if len(path) > 1:
+            node = node["properties"][path[1]]
+        for name in node["enum"]:
+            if not re.search(r"\b" + re.escape(name) + r"\b", out):
+                raise AssertionError(f"{'.'.join(path)}: the parser does not name {name!r}: {out}")
+
+
 # ---- every policy in the repository ------------------------------------------------------------
 
 CORPUS = os.path.join(ROOT, "fuzz", "corpus", "fuzz_policy")
