@@ -98,6 +98,10 @@ std::string RenderJson(const Report& report) {
       if (fd.member_offset != core::kNoOffset) x["member_offset"] = fd.member_offset;
       if (!fd.opcode.empty()) x["opcode"] = fd.opcode;
       if (!fd.global.empty()) x["global"] = fd.global;
+      if (fd.line != 0) {  // a text-like file: where `offset` is, as SARIF's region
+        x["line"] = fd.line;
+        x["column"] = fd.column;
+      }
       findings.push_back(std::move(x));
     }
     j["findings"] = std::move(findings);

@@ -2,6 +2,7 @@
 // (loader_models.cc), judged by one Scanner (judge.h).
 #include "modelgate/scanner.h"
 #include "loader_models.h"
+#include "text_region.h"
 #include "yara_precompiled.h"
 #include "yara_rules.h"
 
@@ -55,6 +56,7 @@ FileScan ScanOpened(const core::OpenedFile& f, const std::string& path, const Sc
   FdSource src(f.fd, f.size);
   Scanner scanner(options, out);
   internal::JudgeLoaderViews(scanner, src, mapped.value().bytes(), BaseName(path), options, out);
+  internal::AddTextRegions(src, out);
   if (mapped.value().faulted()) {
     out.io_error = true;
     out.findings.push_back(MakeFinding(

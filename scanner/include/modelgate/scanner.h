@@ -50,6 +50,12 @@ struct Finding {
   // For pickle findings: the opcode and the resolved global, "" otherwise.
   std::string opcode;
   std::string global;
+  // 1-based line and column of `offset` in a text-like file (a config, a
+  // template, a git-lfs pointer), the column in UTF-16 code units (SARIF's
+  // default); 0 for none: binary files, archive members, no offset, or an
+  // offset past text_region.h's kMaxTextRegionOffsetBytes.
+  uint32_t line = 0;
+  uint32_t column = 0;
 };
 
 // MakeFinding builds a finding for the file itself or for an archive member.
