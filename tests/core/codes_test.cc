@@ -100,6 +100,73 @@ TEST_CASE("FindingId: codes are append-only numbers", "[core][codes]") {
   CHECK(static_cast<int>(core::Code::kStReservedEscaped) == 130);
 }
 
+TEST_CASE("FindingId: every code keeps its number and default severity", "[core][codes]") {
+  // The values and severities before the table moved to findings.def
+  // (core/src/codes.cc at 47979d1): reports, policies and exceptions rely
+  // on both.
+  struct Want {
+    core::Code code;
+    int value;
+    core::Severity severity;
+  };
+  const std::vector<Want> want = {
+      {core::Code::kIoOpen, 10, core::Severity::kHigh},
+      {core::Code::kIoRead, 11, core::Severity::kHigh},
+      {core::Code::kIoNotRegular, 12, core::Severity::kHigh},
+      {core::Code::kIoChanged, 13, core::Severity::kHigh},
+      {core::Code::kStTruncated, 100, core::Severity::kHigh},
+      {core::Code::kStHeaderTooLarge, 101, core::Severity::kHigh},
+      {core::Code::kStOverlap, 102, core::Severity::kCritical},
+      {core::Code::kStShapeOverflow, 103, core::Severity::kCritical},
+      {core::Code::kStHeaderLength, 104, core::Severity::kHigh},
+      {core::Code::kStHeaderEmpty, 105, core::Severity::kHigh},
+      {core::Code::kStHeaderUtf8, 106, core::Severity::kHigh},
+      {core::Code::kStHeaderStart, 107, core::Severity::kHigh},
+      {core::Code::kStJsonSyntax, 108, core::Severity::kHigh},
+      {core::Code::kStJsonDepth, 109, core::Severity::kHigh},
+      {core::Code::kStDuplicateTensor, 110, core::Severity::kCritical},
+      {core::Code::kStDuplicateKey, 111, core::Severity::kCritical},
+      {core::Code::kStBadName, 112, core::Severity::kHigh},
+      {core::Code::kStNameTooLong, 113, core::Severity::kHigh},
+      {core::Code::kStTooManyTensors, 114, core::Severity::kHigh},
+      {core::Code::kStMetadataType, 115, core::Severity::kHigh},
+      {core::Code::kStEntryType, 116, core::Severity::kHigh},
+      {core::Code::kStEntryUnknownField, 117, core::Severity::kHigh},
+      {core::Code::kStEntryMissingField, 118, core::Severity::kHigh},
+      {core::Code::kStFieldType, 119, core::Severity::kHigh},
+      {core::Code::kStUnknownDtype, 120, core::Severity::kHigh},
+      {core::Code::kStRankTooLarge, 121, core::Severity::kHigh},
+      {core::Code::kStPartialByte, 122, core::Severity::kHigh},
+      {core::Code::kStSizeMismatch, 123, core::Severity::kCritical},
+      {core::Code::kStOffsetsReversed, 124, core::Severity::kCritical},
+      {core::Code::kStGap, 125, core::Severity::kCritical},
+      {core::Code::kStAlias, 126, core::Severity::kCritical},
+      {core::Code::kStOutOfBounds, 127, core::Severity::kCritical},
+      {core::Code::kStTrailingBytes, 128, core::Severity::kCritical},
+      {core::Code::kStTooManyKeys, 129, core::Severity::kHigh},
+      {core::Code::kStReservedEscaped, 130, core::Severity::kCritical},
+      {core::Code::kSigMissing, 300, core::Severity::kHigh},
+      {core::Code::kSigUntrusted, 301, core::Severity::kHigh},
+      {core::Code::kSigBadRecord, 302, core::Severity::kCritical},
+      {core::Code::kSigUnknownAlg, 303, core::Severity::kCritical},
+      {core::Code::kSigUnknownKey, 304, core::Severity::kCritical},
+      {core::Code::kSigBadSignature, 305, core::Severity::kCritical},
+      {core::Code::kSigDigestMap, 306, core::Severity::kCritical},
+      {core::Code::kSigTensorMismatch, 307, core::Severity::kCritical},
+      {core::Code::kSigDuplicateKid, 308, core::Severity::kCritical},
+      {core::Code::kSigKeyFormat, 309, core::Severity::kHigh},
+      {core::Code::kSigKeyWrite, 310, core::Severity::kHigh},
+      {core::Code::kSigCrypto, 311, core::Severity::kHigh},
+      {core::Code::kSigOptions, 312, core::Severity::kHigh},
+  };
+  CHECK(core::AllCodes().size() == want.size());
+  for (const auto& w : want) {
+    CAPTURE(core::FindingId(w.code));
+    CHECK(static_cast<int>(w.code) == w.value);
+    CHECK(core::DefaultSeverity(w.code) == w.severity);
+  }
+}
+
 TEST_CASE("Severity names round-trip", "[core][codes]") {
   const std::vector<std::pair<core::Severity, std::string_view>> names = {
       {core::Severity::kCritical, "critical"}, {core::Severity::kHigh, "high"},
