@@ -22,6 +22,9 @@ struct SignatureReport {
   std::string status = "not-checked";  // valid|invalid|missing|untrusted|not-checked
   std::vector<std::string> key_ids;     // records that verified
   std::vector<std::string> key_names;   // their trusted keys' names
+  // Key ids of well-formed records by keys not trusted (the text report's
+  // "untrusted (key id X not trusted)"; not in the JSON report).
+  std::vector<std::string> untrusted_key_ids;
 };
 
 // SignatureFrom fills a report's signature object from a verification:
@@ -70,6 +73,9 @@ struct Target {
   // in models--X/blobs/: that blob's real path, which is opened (O_NOFOLLOW)
   // and judged in the link's name. Empty for every other target.
   std::string blob{};
+  // Set for the operand "-": standard input, spooled (SpoolToTempFile) and
+  // reported under the path "-".
+  bool standard_input = false;
 };
 
 // ExpandPaths turns command-line paths into files: directories are walked
@@ -146,13 +152,14 @@ bool WriteOutput(const std::string& out_path, const std::string& text);
 // Returns false, after a message on stderr, when anything failed.
 bool StreamOutput(const std::string& out_path, const std::function<bool(std::ostream&)>& write);
 
-int RunScan(const std::vector<std::string>& args);
-int RunInspect(const std::vector<std::string>& args);
-int RunKeygen(const std::vector<std::string>& args);
-int RunSign(const std::vector<std::string>& args);
-int RunVerify(const std::vector<std::string>& args);
-int RunCheck(const std::vector<std::string>& args);
-int RunPolicy(const std::vector<std::string>& args);
+// The commands' bodies, on the options RunCli (app.h) parsed for them.
+int RunScan(const CommonOptions& opts);
+int RunInspect(const CommonOptions& opts);
+int RunKeygen(const CommonOptions& opts);
+int RunSign(const CommonOptions& opts);
+int RunVerify(const CommonOptions& opts);
+int RunCheck(const CommonOptions& opts);
+int RunPolicyLint(const CommonOptions& opts);
 
 // EmitReport renders `report` as opts say, writes it, and returns the exit
 // code the contract gives it (2 if anything could not be judged or the
@@ -165,7 +172,8 @@ bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options
 // `policy_path` (check, and scan --policy) and emits the report.
 int RunChecked(const CommonOptions& opts, const std::string& policy_path);
 
-// Usage prints `message` and the usage text to stderr; returns exit code 2.
-int Usage(const std::string& message);
+// Usage prints a usage error of `command` ("scan", "policy lint") as one
+// line on stderr, with where to find its usage (UsageError); returns 2.
+int Usage(const std::string& command, const std::string& message);
 
 }  // namespace modelgate::cli

@@ -96,25 +96,25 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
   return EmitReport(report, opts);
 }
 
-int RunCheck(const std::vector<std::string>& args) {
-  CommonOptions opts;
-  std::string error;
-  if (!ParseOptions(args, {"--policy", "-f", "-o", "-q", "--json-output", "--sarif-output"}, &opts, &error)) return Usage(error);
-  if (opts.policy.empty()) return Usage("check needs --policy FILE");
-  if (opts.paths.empty()) return Usage("check needs at least one PATH");
+int RunCheck(const CommonOptions& opts) {
+  if (opts.policy.empty()) return Usage("check", "needs --policy FILE");
+  if (opts.paths.empty()) return Usage("check", "needs at least one PATH");
   return RunChecked(opts, opts.policy);
 }
 
-int RunPolicy(const std::vector<std::string>& args) {
-  if (args.size() != 2 || args[0] != "lint") return Usage("usage: modelgate policy lint FILE");
-  const auto problems = policy::LintPolicy(args[1], policy::Today());
+// RunPolicyLint writes everything on stderr, `ok` included: lint produces
+// no report, only diagnostics (stdout stays empty for pipelines).
+int RunPolicyLint(const CommonOptions& opts) {
+  if (opts.paths.size() != 1) return Usage("policy lint", "takes exactly one FILE");
+  const std::string& path = opts.paths[0];
+  const auto problems = policy::LintPolicy(path, policy::Today());
   bool errors = false;
   for (const auto& pr : problems) {
     const bool is_error = pr.level == policy::Problem::Level::kError;
     errors |= is_error;
-    std::cout << (is_error ? "error: " : "warning: ") << pr.message << "\n";
+    std::cerr << (is_error ? "error: " : "warning: ") << pr.message << "\n";
   }
-  if (problems.empty()) std::cout << DisplayPath(args[1]) << ": ok\n";
+  if (problems.empty()) std::cerr << DisplayPath(path) << ": ok\n";
   return errors ? kExitCannotJudge : kExitPass;
 }
 

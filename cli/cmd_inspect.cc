@@ -1,3 +1,6 @@
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -9,6 +12,7 @@
 #include "cli.h"
 #include "exit_code.h"
 #include "options.h"
+#include "stdin_spool.h"
 
 namespace modelgate::cli {
 namespace {
@@ -59,14 +63,15 @@ std::string Grouped(uint64_t v) {
 }
 
 std::string RenderInspectText(const scanner::FileScan& s, Verdict verdict,
-                              const std::map<std::string, DtypeStats>& dtypes, uint64_t params) {
+                              const std::map<std::string, DtypeStats>& dtypes, uint64_t params,
+                              bool color) {
   std::string out;
   const std::string path = DisplayPath(s.path);
   out += "file:        " + path + "\n";
   out += "format:      " + std::string(scanner::FormatName(s.format)) + "\n";
   out += "size:        " + Grouped(s.size) + " bytes\n";
   out += "verdict:     " + std::string(VerdictName(verdict)) + "\n";
-  for (const auto& f : s.findings) out += FindingLine(path, f, /*color=*/false);
+  for (const auto& f : s.findings) out += FindingLine(path, f, color);
   if (!s.imports.empty()) {
     out += "imports (global, safety, member:offset, opcode; what loading would import):\n";
     for (const auto& g : FoldImports(s)) {
@@ -292,22 +297,38 @@ void RenderInspectJson(const scanner::FileScan& s, Verdict verdict,
   j.EndObject();
 }
 
+// InspectStdin judges standard input as ScanFile judges a named file: the
+// spooled copy is the one descriptor every read uses.
+scanner::FileScan InspectStdin(const scanner::ScanOptions& scan_options) {
+  const std::string path(kStdinPath);
+  auto spooled = SpoolToTempFile(STDIN_FILENO, kMaxStdinBytes);
+  if (!spooled.ok()) {
+    scanner::FileScan s;
+    s.path = path;
+    s.io_error = true;
+    s.findings.push_back(scanner::FindingFromError(spooled.error()));
+    return s;
+  }
+  scanner::FileScan s = scanner::ScanOpened(spooled.value(), path, scan_options);
+  if (auto same = core::CheckUnchanged(spooled.value()); !same.ok()) {
+    s.io_error = true;
+    s.findings.push_back(scanner::FindingFromError(same.error()));
+  }
+  return s;
+}
+
 }  // namespace
 
-int RunInspect(const std::vector<std::string>& args) {
-  CommonOptions opts;
-  std::string error;
-  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on", "--yara-rules", "--yara-scope", "--no-yara"},
-                    &opts, &error)) {
-    return Usage(error);
-  }
-  if (opts.paths.size() != 1) return Usage("inspect takes exactly one FILE");
-  if (opts.format == "sarif") return Usage("inspect writes text or json, not sarif");
+int RunInspect(const CommonOptions& opts) {
+  if (opts.paths.size() != 1) return Usage("inspect", "takes exactly one FILE");
 
   scanner::ScanOptions scan_options;
   if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;
-  scanner::FileScan s = scanner::ScanFile(opts.paths[0], /*follow_symlink=*/true, scan_options);
+  scanner::FileScan s = opts.paths[0] == kStdinPath
+                            ? InspectStdin(scan_options)
+                            : scanner::ScanFile(opts.paths[0], /*follow_symlink=*/true, scan_options);
   const Verdict verdict = Judge(s, opts.fail_on);
+  const bool color = UseColor(opts, ::isatty(STDOUT_FILENO) == 1, std::getenv("NO_COLOR"));
 
   std::map<std::string, DtypeStats> dtypes;
   uint64_t params = 0;
@@ -328,7 +349,7 @@ int RunInspect(const std::vector<std::string>& args) {
       return j.Finish();
     });
     if (!written) return kExitCannotJudge;
-  } else if (!WriteOutput(opts.out_path, RenderInspectText(s, verdict, dtypes, params))) {
+  } else if (!WriteOutput(opts.out_path, RenderInspectText(s, verdict, dtypes, params, color))) {
     return kExitCannotJudge;
   }
   if (verdict == Verdict::kError) return kExitCannotJudge;

@@ -28,21 +28,16 @@ bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options
   return true;
 }
 
-int RunScan(const std::vector<std::string>& args) {
-  CommonOptions opts;
-  std::string error;
-  if (!ParseOptions(args, {"-f", "-o", "-q", "--fail-on", "--yara-rules", "--yara-scope", "--no-yara",
-                           "--policy", "--json-output", "--sarif-output"},
-                    &opts, &error)) {
-    return Usage(error);
-  }
-  if (opts.paths.empty()) return Usage("scan needs at least one PATH");
+int RunScan(const CommonOptions& opts) {
+  if (opts.paths.empty()) return Usage("scan", "needs at least one PATH");
   if (!opts.policy.empty()) {
     // Under a policy, the policy sets the bar, the rules and the limits.
     if (!opts.yara_dirs.empty() || opts.no_yara || opts.yara_scope != "header") {
-      return Usage("--policy sets the YARA rules (policy yara:); drop --yara-* / --no-yara");
+      return Usage("scan", "--policy sets the YARA rules (policy yara:); drop --yara-* / --no-yara");
     }
-    if (opts.fail_on_given) return Usage("--policy sets the bar (policy failOn:); drop --fail-on");
+    if (opts.fail_on_given) {
+      return Usage("scan", "--policy sets the bar (policy failOn:); drop --fail-on");
+    }
     return RunChecked(opts, opts.policy);
   }
 
@@ -60,10 +55,11 @@ int RunScan(const std::vector<std::string>& args) {
 int EmitReport(Report& report, const CommonOptions& opts) {
   report.summary = Summarize(report.files);
   if (report.files.empty() && !opts.quiet) std::cerr << "modelgate: no files found\n";
-  const bool tty = opts.out_path.empty() && ::isatty(STDOUT_FILENO) == 1;
-  const bool color = tty && std::getenv("NO_COLOR") == nullptr;
+  const bool color = UseColor(opts, ::isatty(STDOUT_FILENO) == 1, std::getenv("NO_COLOR"));
+  SarifLevel level = SarifLevel::kWarning;
+  (void)ParseSarifLevel(opts.sarif_level, &level);  // the parser accepted only these
   const std::string text = opts.format == "json"    ? RenderJson(report)
-                           : opts.format == "sarif" ? RenderSarif(report)
+                           : opts.format == "sarif" ? RenderSarif(report, level)
                                                     : RenderText(report, color);
   if (!WriteOutput(opts.out_path, text)) return kExitCannotJudge;
   if (!opts.out_path.empty() && !opts.quiet) {
@@ -75,7 +71,7 @@ int EmitReport(Report& report, const CommonOptions& opts) {
   if (!opts.json_output.empty() && !WriteOutput(opts.json_output, RenderJson(report))) {
     return kExitCannotJudge;
   }
-  if (!opts.sarif_output.empty() && !WriteOutput(opts.sarif_output, RenderSarif(report))) {
+  if (!opts.sarif_output.empty() && !WriteOutput(opts.sarif_output, RenderSarif(report, level))) {
     return kExitCannotJudge;
   }
   if (report.summary.errors > 0) return kExitCannotJudge;

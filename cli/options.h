@@ -1,4 +1,4 @@
-// Command-line option parsing shared by the subcommands.
+// The parsed command line: what BuildApp (app.h) binds every option to.
 #pragma once
 
 #include <cstdint>
@@ -11,31 +11,42 @@
 
 namespace modelgate::cli {
 
+// CommonOptions holds every option of every command; a command reads only
+// the ones it defines (app.cc). Defaults here are the ones --help shows.
 struct CommonOptions {
-  std::string format = "text";  // text | json | sarif
-  std::string out_path;         // -o; empty = stdout
+  std::string format = "text";  // -f text | json | sarif
+  std::string out_path;         // -o; empty = stdout (sign: in place)
   core::Severity fail_on = core::Severity::kHigh;
   bool fail_on_given = false;   // --fail-on was on the command line
   bool quiet = false;
-  std::vector<std::string> pubkeys;  // --pubkey (repeatable)
-  std::string key;                   // --key
-  std::string out_prefix;            // keygen --out
-  std::string model;                 // sign --model
-  std::optional<uint64_t> version;   // sign --version
-  bool detached = false;             // sign --detached
+  bool print_version = false;           // the program's own --version
+  std::string color = "auto";          // --color auto | always | never
+  std::string sarif_level = "warning";  // --sarif-level error | warning | note
+  std::vector<std::string> pubkeys;    // --pubkey (repeatable)
+  std::string key;                     // --key
+  std::string out_prefix;              // keygen --out
+  std::string model;                   // sign --model
+  std::optional<uint64_t> version;     // sign --version
+  bool detached = false;               // sign --detached
   std::vector<std::string> yara_dirs;  // --yara-rules DIR (repeatable)
   std::string yara_scope = "header";   // --yara-scope header|all
   bool no_yara = false;                // --no-yara: not even the shipped rules
   std::string policy;                  // --policy FILE
   std::string json_output;             // --json-output FILE (extra report)
   std::string sarif_output;            // --sarif-output FILE (extra report)
+  // Positional operands: PATH... (scan, verify, check), FILE (inspect,
+  // policy lint), PATH (sign), COMMAND... (help). "-" is standard input
+  // for scan and inspect only.
   std::vector<std::string> paths;
 };
 
-// ParseOptions reads `args`, accepting only the options named in `allowed`
-// (their long spellings, e.g. "--pubkey"; "-f", "-o" and "-q" by their
-// short ones). On a usage error it returns false with `*error` set.
-bool ParseOptions(const std::vector<std::string>& args, const std::vector<std::string_view>& allowed,
-                  CommonOptions* opts, std::string* error);
+// UseColor: --color always or never as said; auto (the default) colours
+// only a report going to a terminal (stdout, no -o) when NO_COLOR (its value
+// `no_color`, null when unset) is unset or empty, as no-color.org asks.
+bool UseColor(const CommonOptions& opts, bool stdout_is_terminal, const char* no_color);
+
+// kStdinPath is the operand that names standard input, and the path under
+// which its spooled bytes are reported.
+inline constexpr std::string_view kStdinPath = "-";
 
 }  // namespace modelgate::cli

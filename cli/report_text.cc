@@ -1,6 +1,5 @@
 // -f text: a table with one row per file, each file's findings under its
-// row, and a one-line summary. Colour only when the caller says stdout is
-// a terminal and NO_COLOR is unset.
+// row, and a one-line summary. Colour only when the caller asks (UseColor).
 #include <array>
 #include <string>
 #include <vector>
@@ -36,6 +35,34 @@ std::string FindingCounts(const std::vector<scanner::Finding>& findings) {
            std::string(core::SeverityName(static_cast<core::Severity>(i)));
   }
   return out.empty() ? "-" : out;
+}
+
+// SignatureCell says exactly what the verification established: the key
+// only for a valid signature, never a signer on an invalid or untrusted row.
+std::string SignatureCell(const SignatureReport& sig) {
+  const auto& st = sig.status;
+  if (st == "not-checked") return "-";
+  if (st == "valid") {
+    std::string keys;
+    for (size_t k = 0; k < sig.key_ids.size(); ++k) {
+      const std::string& name = k < sig.key_names.size() ? sig.key_names[k] : "";
+      keys += (keys.empty() ? "" : ", ") + (name.empty() ? sig.key_ids[k] : DisplayPath(name));
+    }
+    if (keys.empty()) return "valid";
+    return "valid (" + std::string(sig.key_ids.size() == 1 ? "key " : "keys ") + keys + ")";
+  }
+  if (st == "untrusted") {
+    if (!sig.untrusted_key_ids.empty()) {
+      std::string ids;
+      for (const auto& id : sig.untrusted_key_ids) ids += (ids.empty() ? "" : ", ") + id;
+      return "untrusted (key id" + std::string(sig.untrusted_key_ids.size() == 1 ? " " : "s ") +
+             ids + " not trusted)";
+    }
+    // The policy's reading: records verified, too few distinct trusted keys.
+    if (!sig.key_ids.empty()) return "untrusted (fewer trusted keys than the policy requires)";
+    return "untrusted";
+  }
+  return core::EscapeControls(st);  // invalid, missing
 }
 
 enum Column { kVerdict, kFormat, kSize, kTensors, kSignature, kFindings, kPath, kColumns };
@@ -80,7 +107,7 @@ std::string RenderText(const Report& report, bool color) {
     r.cells[kFormat] = std::string(scanner::FormatName(s.format));
     r.cells[kSize] = HumanBytes(s.size);
     r.cells[kTensors] = s.safetensors ? std::to_string(s.safetensors->tensors.size()) : "-";
-    r.cells[kSignature] = f.signature.status == "not-checked" ? "-" : f.signature.status;
+    r.cells[kSignature] = SignatureCell(f.signature);
     r.cells[kFindings] = FindingCounts(s.findings);
     r.cells[kPath] = DisplayPath(s.path);
     rows.push_back(std::move(r));
@@ -116,7 +143,9 @@ std::string RenderText(const Report& report, bool color) {
     }
     if (i == 0) continue;
     const FileReport& f = report.files[i - 1];
-    for (size_t k = 0; k < f.signature.key_ids.size(); ++k) {
+    // Which key signed is stated only where the signature holds.
+    const size_t signers = f.signature.status == "valid" ? f.signature.key_ids.size() : 0;
+    for (size_t k = 0; k < signers; ++k) {
       out += "  signed by key " + f.signature.key_ids[k];
       if (k < f.signature.key_names.size() && !f.signature.key_names[k].empty()) {
         out += " (" + core::Quoted(f.signature.key_names[k]) + ")";

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "options.h"
 #include "progress.h"
+#include "stdin_spool.h"
 
 namespace modelgate::cli {
 namespace {
@@ -177,6 +178,12 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
 std::vector<Target> ExpandPaths(const std::vector<std::string>& paths) {
   std::vector<Target> out;
   for (const auto& p : paths) {
+    if (p == kStdinPath) {  // read at its turn, by OpenTarget
+      Target t{p, true, {}, false, 0};
+      t.standard_input = true;
+      out.push_back(std::move(t));
+      continue;
+    }
     struct stat st {};
     const bool found = ::stat(p.c_str(), &st) == 0;
     if (found && S_ISDIR(st.st_mode)) {
@@ -198,12 +205,14 @@ bool WalkFindings(const Target& target, FileReport* fr) {
 }
 
 core::Result<core::OpenedFile> OpenTarget(const Target& target) {
+  if (target.standard_input) return SpoolToTempFile(STDIN_FILENO, kMaxStdinBytes);
   if (!target.blob.empty()) return core::OpenRegularFile(target.blob, /*follow_symlink=*/false);
   return core::OpenRegularFile(target.path, target.follow_symlink);
 }
 
 core::Status TargetUnchanged(const Target& target, const core::OpenedFile& file) {
   if (auto same = core::CheckUnchanged(file); !same.ok()) return same;
+  if (target.standard_input) return core::OkStatus();  // the spool has no name to re-check
   // The name must still lead to the inode judged: a rename over the path
   // after the open would attach this verdict to another file.
   const std::string& name = target.blob.empty() ? target.path : target.blob;

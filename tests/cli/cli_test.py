@@ -59,19 +59,22 @@ def write(d, name, data):
 def version(d):
     code, out, _ = run("--version")
     eq(code, 0, "exit")
-    eq(out.strip(), "modelgate 0.1.0", "version line")
+    eq(out.splitlines()[0], "modelgate 0.1.0", "version line")
 
 
 @test
 def usage_errors_exit_2(d):
+    # Issue 10: one line naming what is wrong and where usage is, never the
+    # whole usage text.
     for args in ([], ["frobnicate"], ["scan"], ["scan", "--bogus", d], ["scan", "-f", "xml", d],
                  ["scan", "--fail-on", "severe", d], ["scan", "-o"], ["inspect"],
                  ["inspect", d + "/a", d + "/b"]):
         code, out, err = run(*args)
         eq(code, 2, f"exit for {args}")
         eq(out, "", f"stdout for {args}")
-        if "usage" not in err:
-            raise AssertionError(f"no usage text for {args}: {err!r}")
+        eq(len(err.splitlines()), 1, f"one line for {args}: {err!r}")
+        if not err.startswith("modelgate: ") or "--help' for usage" not in err:
+            raise AssertionError(f"no pointer to the usage for {args}: {err!r}")
 
 
 @test

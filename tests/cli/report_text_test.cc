@@ -163,3 +163,40 @@ TEST_CASE("JSON keeps two non-UTF-8 paths apart and carries their bytes in path_
   CHECK(out.find("\"path\": \"d/caf\xc3\xa9.pkl\",\n") != std::string::npos);
   CHECK(out.find("_bytes") == std::string::npos);
 }
+
+TEST_CASE("the signature column says what was established: a key only for a valid signature") {
+  auto row = [](const std::string& status, std::vector<std::string> kids,
+                std::vector<std::string> untrusted) {
+    mc::Report r;
+    auto f = File("m.safetensors", status == "valid" ? mc::Verdict::kPass : mc::Verdict::kReject, {});
+    f.scan.format = ms::Format::kSafetensors;
+    f.signature.status = status;
+    f.signature.key_ids = kids;
+    for (size_t i = 0; i < kids.size(); ++i) f.signature.key_names.push_back("release key");
+    f.signature.untrusted_key_ids = untrusted;
+    r.files.push_back(f);
+    r.summary = mc::Summarize(r.files);
+    return mc::RenderText(r, false);
+  };
+  const std::string kid = "00112233445566778899aabbccddeeff";
+  const std::string valid = row("valid", {kid}, {});
+  CHECK(Lines(valid)[1].find("  valid (key \"release key\")  ") != std::string::npos);
+  CHECK(valid.find("  signed by key " + kid + " (\"release key\")\n") != std::string::npos);
+  // A record can verify and the file still be invalid (a tensor changed
+  // after signing): the row must not name a signer.
+  const std::string invalid = row("invalid", {kid}, {});
+  CHECK(Lines(invalid)[1].find("  invalid  ") != std::string::npos);
+  CHECK(invalid.find("signed by") == std::string::npos);
+  CHECK(invalid.find("release key") == std::string::npos);
+  const std::string untrusted = row("untrusted", {}, {"ffeeddccbbaa99887766554433221100"});
+  CHECK(Lines(untrusted)[1].find("  untrusted (key id ffeeddccbbaa99887766554433221100 not trusted)  ") !=
+        std::string::npos);
+  CHECK(untrusted.find("signed by") == std::string::npos);
+  // The policy's reading: a trusted key verified, but fewer than required.
+  const std::string below = row("untrusted", {kid}, {});
+  CHECK(Lines(below)[1].find("  untrusted (fewer trusted keys than the policy requires)  ") !=
+        std::string::npos);
+  CHECK(below.find("signed by") == std::string::npos);
+  CHECK(Lines(row("missing", {}, {}))[1].find("  missing  ") != std::string::npos);
+  CHECK(Lines(row("not-checked", {}, {}))[0].find("SIGNATURE") == std::string::npos);
+}

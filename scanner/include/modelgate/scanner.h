@@ -354,6 +354,9 @@ struct ScanOptions {
 // "<file>:<line>: ...", a file over its cap, or no rules found).
 core::Result<std::shared_ptr<const YaraRules>> CompileYaraRules(
     const std::vector<std::string>& dirs, bool with_default = true);
+// YaraVersion is the libyara version the scanner was built with ("4.2.3",
+// from yara.h: libyara reports none at run time), for `modelgate --version`.
+std::string YaraVersion();
 
 // View is one reading of a file by one loader: what that loader would
 // deserialize, and as which format. The scanner asks every loader model

@@ -392,4 +392,10 @@ core::Result<VerifiedModel> OpenVerified(const std::string& path,
 
 // --- end verified loader ---
 
+// OpensslVersion ("OpenSSL 3.0.x <date>", OpenSSL_version) and SodiumVersion
+// ("1.0.18", sodium_version_string) name the crypto libraries running, for
+// `modelgate --version`; the CLI does not link them itself.
+std::string OpensslVersion();
+std::string SodiumVersion();
+
 }  // namespace modelgate::signer
