@@ -98,6 +98,8 @@ std::string RenderJson(const Report& report) {
       if (fd.member_offset != core::kNoOffset) x["member_offset"] = fd.member_offset;
       if (!fd.opcode.empty()) x["opcode"] = fd.opcode;
       if (!fd.global.empty()) x["global"] = fd.global;
+      // YARA findings folded into this one (the same cause, seen twice).
+      if (!fd.corroborated_by.empty()) x["corroborated_by"] = fd.corroborated_by;
       if (fd.line != 0) {  // a text-like file: where `offset` is, as SARIF's region
         x["line"] = fd.line;
         x["column"] = fd.column;

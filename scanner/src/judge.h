@@ -86,10 +86,10 @@ class Scanner {
   // YaraMember runs the rules over a member no loader deserializes, up to
   // kYaraMemberBytes of it.
   void YaraMember(std::span<const uint8_t> bytes, uint64_t total_bytes, std::string_view scope,
-                  const Place& at) {
+                  const Place& at, uint64_t base = 0) {
     if (!opts_.yara) return;
     Yara(bytes.first(static_cast<size_t>(std::min<uint64_t>(bytes.size(), kYaraMemberBytes))),
-         scope, at);
+         scope, at, base);
     if (total_bytes > kYaraMemberBytes || bytes.size() < total_bytes) {
       out_.findings.push_back(Placed(MakeFinding(
           "MG-YARA-PARTIAL", Severity::kInfo,
@@ -140,20 +140,134 @@ class Scanner {
 
   // YaraPickle runs the rules over each top-level stream ("pickle": what
   // the unpickler reads); what lies between and after them (raw storages,
-  // joblib arrays) only for scope all.
+  // joblib arrays) only for scope all. `findings` are the indices in
+  // out_.findings of `a`'s own findings (Keep), for FoldYara.
   void YaraPickle(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
-                  const Place& at) {
+                  const Place& at, std::pair<size_t, size_t> findings) {
     if (!opts_.yara) return;
     uint64_t covered = 0;
-    for (const auto& st : a.streams) {
+    for (const PickleStream& st : a.streams) {
       if (st.depth != 0 || st.offset < base || st.end < st.offset) continue;
       const uint64_t from = st.offset - base;
       if (from >= bytes.size()) continue;
       const uint64_t n = std::min<uint64_t>(st.end - st.offset, bytes.size() - from);
-      Yara(bytes.subspan(from, n), "pickle", at, st.offset);
+      const auto stream = bytes.subspan(from, n);
+      if (n > kYaraFoldMaxBytes) {
+        Yara(stream, "pickle", at, st.offset);
+      } else {
+        std::vector<YaraHit> hits;
+        opts_.yara->ScanHits(stream, "pickle", &hits, st.offset);
+        FoldYara(a, stream, st.offset, findings, &hits);
+        for (auto& h : hits) out_.findings.push_back(Placed(std::move(h.finding), at));
+      }
       covered = std::max(covered, from + n);
     }
     if (YaraAll() && covered < bytes.size()) Yara(bytes.subspan(covered), "data", at, base + covered);
+  }
+
+  // kYaraFoldMaxBytes: a stream longer than this keeps every YARA finding
+  // on its own (folding scans a copy of the stream).
+  static constexpr uint64_t kYaraFoldMaxBytes = 16ull << 20;
+
+  // FoldYara removes from `hits` (rules matched over `bytes`, a top-level
+  // stream of `a`, which start at offset `base`) each one that sees the
+  // same cause as a built-in import finding, and lists its id in that
+  // finding's corroborated_by. The same cause, exactly: every match of the
+  // rule lies inside the bytes that name one of the flagged imports in
+  // those bytes (PickleImport::span_*) whose finding is at least as severe
+  // as the rule,
+  // and the rule no longer matches once all those bytes are blanked (libyara
+  // records only a string's first match: the rescan shows there is no other
+  // outside them). A rule that matched anything else is reported on its own.
+  void FoldYara(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
+                std::pair<size_t, size_t> findings, std::vector<YaraHit>* hits) {
+    struct Cover {
+      uint64_t begin, end;
+      size_t finding;  // index in out_.findings
+    };
+    std::vector<Cover> covers;
+    for (const PickleImport& imp : a.imports) {
+      // Spans inside the stream's bytes: its own imports, and those of a
+      // pickle nested in place in one of its literals.
+      if (imp.safety == GlobalClass::kSafe || imp.span_end <= imp.span_begin ||
+          imp.span_begin < base || imp.span_end - base > bytes.size()) {
+        continue;
+      }
+      const std::string name = imp.FullName();
+      for (size_t k = findings.first; k < findings.second; ++k) {
+        const Finding& f = out_.findings[k];
+        if (f.global == name && (f.id == "MG-PK-CRITICAL-IMPORT" || f.id == "MG-PK-UNKNOWN-IMPORT")) {
+          covers.push_back({imp.span_begin, imp.span_end, k});
+          break;
+        }
+      }
+    }
+    if (covers.empty() || hits->empty()) return;
+    // Candidates: every recorded match inside a cover as severe as the rule.
+    std::vector<std::vector<size_t>> folds_into(hits->size());
+    bool any = false;
+    for (size_t h = 0; h < hits->size(); ++h) {
+      const YaraHit& hit = (*hits)[h];
+      if (hit.matches.empty()) continue;
+      std::vector<size_t> into;
+      bool all = true;
+      for (const auto& [mb, me] : hit.matches) {
+        auto c = std::find_if(covers.begin(), covers.end(), [&](const Cover& x) {
+          return x.begin <= mb && me <= x.end &&
+                 out_.findings[x.finding].severity <= hit.finding.severity;  // lower = more severe
+        });
+        if (c == covers.end()) {
+          all = false;
+          break;
+        }
+        if (std::find(into.begin(), into.end(), c->finding) == into.end()) into.push_back(c->finding);
+      }
+      if (all) {
+        folds_into[h] = std::move(into);
+        any = true;
+      }
+    }
+    if (!any) return;
+    // One rescan per rule severity, with the covers a rule of that severity
+    // may fold into blanked (so a match in a less severe import's bytes
+    // still counts as elsewhere).
+    std::vector<std::pair<Severity, std::vector<YaraHit>>> rescans;
+    for (size_t h = 0; h < hits->size(); ++h) {
+      const Severity sev = (*hits)[h].finding.severity;
+      if (folds_into[h].empty() ||
+          std::any_of(rescans.begin(), rescans.end(), [&](const auto& r) { return r.first == sev; })) {
+        continue;
+      }
+      std::vector<uint8_t> blanked(bytes.begin(), bytes.end());
+      for (const Cover& c : covers) {
+        if (out_.findings[c.finding].severity > sev) continue;
+        std::fill(blanked.begin() + static_cast<long>(c.begin - base),
+                  blanked.begin() + static_cast<long>(c.end - base), uint8_t{0});
+      }
+      std::vector<YaraHit> rest;
+      if (!opts_.yara->ScanHits(blanked, "pickle", &rest, base)) return;  // keep all: not shown
+      rescans.emplace_back(sev, std::move(rest));
+    }
+    std::vector<YaraHit> kept;
+    for (size_t h = 0; h < hits->size(); ++h) {
+      YaraHit& hit = (*hits)[h];
+      bool elsewhere = true;
+      for (const auto& [sev, rest] : rescans) {
+        if (sev != hit.finding.severity) continue;
+        elsewhere = std::any_of(rest.begin(), rest.end(), [&](const YaraHit& r) {
+          return r.finding.id == hit.finding.id;
+        });
+      }
+      if (folds_into[h].empty() || elsewhere) {
+        kept.push_back(std::move(hit));
+        continue;
+      }
+      for (size_t k : folds_into[h]) {
+        auto& by = out_.findings[k].corroborated_by;
+        if (std::find(by.begin(), by.end(), hit.finding.id) == by.end()) by.push_back(hit.finding.id);
+      }
+    }
+    *hits = std::move(kept);
   }
 
   // Pickle analyzes `bytes`, which start `base` bytes into the file or
@@ -164,8 +278,7 @@ class Scanner {
 
   void KeepPickle(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
                   const Place& at) {
-    Keep(a, at);
-    YaraPickle(a, bytes, base, at);
+    YaraPickle(a, bytes, base, at, Keep(a, at));
   }
 
   // PickleOpts: torch.jit.load's own unpickler reads TorchScript members:
@@ -201,7 +314,10 @@ class Scanner {
     return false;
   }
 
-  void Keep(const PickleAnalysis& a, const Place& at) {
+  // Keep records `a`'s findings; returns the range of out_.findings they
+  // took.
+  std::pair<size_t, size_t> Keep(const PickleAnalysis& a, const Place& at) {
+    const size_t first = out_.findings.size();
     for (auto& f : PickleFindings(a)) {
       // One "pickle format" finding per file, however many streams it holds.
       if (f.id == "MG-PK-PICKLE-FORMAT" && pickle_format_reported_) continue;
@@ -211,6 +327,7 @@ class Scanner {
     for (const auto& imp : a.imports) out_.imports.push_back(FileScan::Import{at.member, imp});
     // What the machine could not finish was not judged: fail closed.
     if (a.incomplete) out_.unparseable = true;
+    return {first, out_.findings.size()};
   }
 
   // Npy analyzes a .npy file or member: header, then either the pickle body
@@ -521,11 +638,19 @@ class Scanner {
       case Format::kSevenZip:
         out_.findings.push_back(Placed(UnanalyzedArchiveFinding("7z"), at));
         break;
-      default:
-        if (!at.member.empty()) YaraMember(bytes, bytes.size(), "member", at);
-        else Yara(bytes, "member", at);
-        MaybePickle(bytes, at);
+      default: {
+        // Bytes pickle.load would run are judged as a pickle, their streams
+        // by the rules as "pickle"; only what follows them is a plain
+        // member (the same bytes scanned twice would report a rule twice).
+        uint64_t pickled = 0;
+        if (!MaybePickle(bytes, at, false, nullptr, &pickled)) pickled = 0;
+        const auto rest = bytes.subspan(static_cast<size_t>(pickled));
+        if (pickled == 0 || !rest.empty()) {
+          if (!at.member.empty()) YaraMember(rest, rest.size(), "member", at, pickled);
+          else Yara(rest, "member", at, pickled);
+        }
         break;
+      }
     }
   }
 
@@ -536,8 +661,10 @@ class Scanner {
   // it) the findings are kept whatever the stream does.
   // When it does not keep the findings, the analysis is left in `*unkept`
   // (if given), so a later claim can keep it without a second analysis.
+  // When it keeps them, `*pickled_end` (if given) is where the last
+  // top-level stream ends.
   bool MaybePickle(std::span<const uint8_t> bytes, const Place& at, bool claimed = false,
-                   std::optional<PickleAnalysis>* unkept = nullptr) {
+                   std::optional<PickleAnalysis>* unkept = nullptr, uint64_t* pickled_end = nullptr) {
     PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, 0);
     // The file itself: torch.load reads a legacy file's raw storages after
     // its pickles (a member or decoded stream is never read that way).
@@ -547,6 +674,12 @@ class Scanner {
       return false;
     }
     KeepPickle(a, bytes, 0, at);
+    if (pickled_end != nullptr) {
+      *pickled_end = 0;
+      for (const auto& st : a.streams) {
+        if (st.depth == 0) *pickled_end = std::max(*pickled_end, std::min<uint64_t>(st.end, bytes.size()));
+      }
+    }
     return true;
   }
 

@@ -128,6 +128,7 @@ bool Machine::RunOne(ByteReader& r, uint64_t streams_after) {
     for (;;) {
       op_offset_ = r.offset();
       op_name_ = "";
+      span_begin_ = span_end_ = 0;  // an opcode that failed leaves none behind
       size_t op_pos = r.pos();
       PickleStream& s = out_->streams[stream_index_];
       if (s.opcode_count == lim_.max_opcodes) {
@@ -743,6 +744,8 @@ void Machine::Nested(const Ref& arg) {
   const char* saved_op = op_name_;
   uint64_t saved_offset = op_offset_;
   Machine inner(opt_, out_, rec_, depth_ + 1, at, false);
+  // Offsets of decoded bytes do not name bytes of the input.
+  inner.spans_ = spans_ && !arg->use_owned && arg->data_offset != kNoOffset;
   inner.RunStreams(nested, nested_base, kNestedStreams, false);
   stream_index_ = saved_stream;
   op_name_ = saved_op;
@@ -1146,8 +1149,8 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
       std::string_view q = ReadLine(r);
       if (q.empty()) Fail("pickle data was truncated (empty GLOBAL name)");
       if (!pi::Utf8Valid(q, false)) Fail("GLOBAL name is not UTF-8");
-      span_begin_ = op_offset_;
-      span_end_ = r.offset();
+      span_begin_ = spans_ ? op_offset_ : 0;
+      span_end_ = spans_ ? r.offset() : 0;
       FindClass(std::move(module), std::string(q), "text", false);
       return;
     }
@@ -1159,15 +1162,16 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
         return std::string(v.origin_op) + " at " + U64(v.origin_offset) +
                (v.use_owned ? " (escapes decoded)" : "");
       };
-      // The strings' bytes belong to this import only when they are pushed
-      // right here; a memo get or anything else between leaves the opcode.
+      // The bytes that name the import: the two string pushes (wherever they
+      // are: a memo get hands over the very value they made), when the
+      // module's comes first and only memo puts lie between them.
       auto end_of = [](const Value& v) { return v.data_offset + v.view.size(); };
-      const bool adjacent =
-          !module->use_owned && !name->use_owned && module->data_offset != kNoOffset &&
-          name->data_offset != kNoOffset && module->origin_offset < name->origin_offset &&
-          MemoPutsOnly(end_of(*module), name->origin_offset) && MemoPutsOnly(end_of(*name), op_offset_);
-      span_begin_ = adjacent ? module->origin_offset : op_offset_;
-      span_end_ = op_offset_ + 1;
+      const bool named = spans_ && !module->use_owned && !name->use_owned &&
+                         module->data_offset != kNoOffset && name->data_offset != kNoOffset &&
+                         module->origin_offset < name->origin_offset &&
+                         MemoPutsOnly(end_of(*module), name->origin_offset);
+      span_begin_ = named ? module->origin_offset : 0;
+      span_end_ = named ? end_of(*name) : 0;
       FindClass(std::string(module->text()), std::string(name->text()),
                 "module from " + from(*module) + ", name from " + from(*name),
                 module->truncated || name->truncated);
@@ -1182,8 +1186,8 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
       std::string_view q = ReadLine(r);
       if (q.empty()) Fail("pickle data was truncated (empty INST name)");
       if (!pi::AsciiOnly(q)) Fail("INST class name is not ASCII");
-      span_begin_ = op_offset_;
-      span_end_ = r.offset();
+      span_begin_ = spans_ ? op_offset_ : 0;
+      span_end_ = spans_ ? r.offset() : 0;
       FindClass(std::move(module), std::string(q), "text", false);
       Ref cls = std::move(stack_.back());
       stack_.pop_back();

@@ -278,6 +278,8 @@ class Machine {
   std::span<const uint8_t> input_;
   uint64_t input_base_ = 0;
   uint64_t span_begin_ = 0, span_end_ = 0;
+  // False in a nested machine over decoded bytes: no import spans.
+  bool spans_ = true;
 
   // Per stream.
   size_t stream_index_ = 0;

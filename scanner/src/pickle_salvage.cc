@@ -24,6 +24,7 @@ namespace modelgate::scanner::pickle_internal {
 void Machine::SalvageImport(std::string module, std::string qualname, const std::string& after,
                             const char* unresolved) {
   std::string by = "walk past " + after;
+  span_begin_ = span_end_ = 0;  // the walk records no import spans
   PickleImport imp;
   if (unresolved != nullptr) {
     imp.module = imp.written_module = "<unresolved>";

@@ -282,8 +282,30 @@ struct ScanState {
   std::string_view scope;
   uint64_t base_offset = 0;
   std::vector<Finding>* out = nullptr;
+  std::vector<YaraHit>* hits = nullptr;  // ScanHits: matches go here instead
   bool failed = false;  // an exception was caught in the callback
 };
+
+// MatchRanges is where `rule`'s strings matched (see YaraHit), absolute.
+std::vector<std::pair<uint64_t, uint64_t>> MatchRanges(YR_SCAN_CONTEXT* context, const YR_RULE* rule,
+                                                       uint64_t base_offset) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  const YR_STRING* string;
+  yr_rule_strings_foreach(rule, string) {
+    const YR_MATCH* p = context->matches[string->idx].head;
+    while (p != nullptr) {
+      YR_MATCH match;  // copied out: see MatchFinding
+      std::memcpy(&match, static_cast<const void*>(p), sizeof match);
+      const int64_t at = match.base + match.offset;
+      if (at >= 0 && match.match_length >= 0) {
+        const uint64_t begin = base_offset + static_cast<uint64_t>(at);
+        out.emplace_back(begin, begin + static_cast<uint64_t>(match.match_length));
+      }
+      p = match.next;
+    }
+  }
+  return out;
+}
 
 Finding MatchFinding(YR_SCAN_CONTEXT* context, const YR_RULE* rule, const ScanState& s) {
   core::Severity severity;
@@ -327,7 +349,12 @@ int OnScanMessage(YR_SCAN_CONTEXT* context, int message, void* message_data,
   auto* s = static_cast<ScanState*>(user_data);
   if (message != CALLBACK_MSG_RULE_MATCHING) return CALLBACK_CONTINUE;
   try {
-    s->out->push_back(MatchFinding(context, static_cast<const YR_RULE*>(message_data), *s));
+    const auto* rule = static_cast<const YR_RULE*>(message_data);
+    if (s->hits != nullptr) {
+      s->hits->push_back(YaraHit{MatchFinding(context, rule, *s), MatchRanges(context, rule, s->base_offset)});
+    } else {
+      s->out->push_back(MatchFinding(context, rule, *s));
+    }
     return CALLBACK_CONTINUE;
   } catch (...) {
     s->failed = true;
@@ -591,8 +618,17 @@ bool YaraRules::ScanChunked(std::span<const uint8_t> bytes, std::string_view sco
   }
 }
 
+bool YaraRules::ScanHits(std::span<const uint8_t> bytes, std::string_view scope,
+                         std::vector<YaraHit>* out, uint64_t base_offset) const {
+  std::vector<Finding> errors;
+  const bool ok = ScanOnce(bytes, scope, &errors, base_offset, out);
+  for (auto& e : errors) out->push_back(YaraHit{std::move(e), {}});
+  return ok;
+}
+
 bool YaraRules::ScanOnce(std::span<const uint8_t> bytes, std::string_view scope,
-                         std::vector<Finding>* out, uint64_t base_offset) const {
+                         std::vector<Finding>* out, uint64_t base_offset,
+                         std::vector<YaraHit>* hits) const {
   auto scan_error = [&](const std::string& why) {
     try {
       out->push_back(MakeFinding(std::string(kYaraScanErrorId), core::Severity::kHigh,
@@ -613,6 +649,7 @@ bool YaraRules::ScanOnce(std::span<const uint8_t> bytes, std::string_view scope,
   state.scope = scope;
   state.base_offset = base_offset;
   state.out = out;
+  state.hits = hits;
   const std::string scope_text(scope);
   int rc = yr_scanner_define_string_variable(scanner, kYaraScopeVariable, scope_text.c_str());
   if (rc == ERROR_SUCCESS) {

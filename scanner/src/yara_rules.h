@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "modelgate/core.h"
@@ -54,6 +55,15 @@ inline constexpr std::string_view kYaraScanErrorId = "MG-YARA-SCAN-ERROR";
 struct YaraRuleSource {
   std::string name;  // path (or "rules/<file>" for the embedded set)
   std::string text;
+};
+
+// YaraHit is one matching rule (its finding, as Scan makes it) and where
+// its strings matched: absolute [begin, end) of the first match of each
+// string (FAST_MODE records no more), private strings included; empty for a
+// rule that matched without a string and for MG-YARA-SCAN-ERROR.
+struct YaraHit {
+  Finding finding;
+  std::vector<std::pair<uint64_t, uint64_t>> matches;
 };
 
 // YaraRules is one compiled rule set. Move-only; owns libyara's YR_RULES.
@@ -142,6 +152,12 @@ class YaraRules {
     return ScanChunked(bytes, scope, out, base_offset, kYaraChunkBytes, kYaraChunkOverlapBytes);
   }
 
+  // ScanHits is Scan, unchunked (for `bytes` up to kYaraChunkBytes), with
+  // where each rule matched; a failed scan's MG-YARA-SCAN-ERROR is a hit
+  // without matches.
+  bool ScanHits(std::span<const uint8_t> bytes, std::string_view scope, std::vector<YaraHit>* out,
+                uint64_t base_offset = 0) const;
+
   // ScanChunked is Scan with explicit chunking (tests use small chunks).
   // `overlap_bytes` must be below `chunk_bytes`.
   bool ScanChunked(std::span<const uint8_t> bytes, std::string_view scope,
@@ -161,7 +177,7 @@ class YaraRules {
   YaraRules() = default;
   void Reset();
   bool ScanOnce(std::span<const uint8_t> bytes, std::string_view scope, std::vector<Finding>* out,
-                uint64_t base_offset) const;
+                uint64_t base_offset, std::vector<YaraHit>* hits = nullptr) const;
 
   YR_RULES* rules_ = nullptr;
   size_t rule_count_ = 0;

@@ -50,6 +50,11 @@ struct Finding {
   // For pickle findings: the opcode and the resolved global, "" otherwise.
   std::string opcode;
   std::string global;
+  // Ids of the YARA findings folded into this one because they saw the same
+  // cause (every match of the rule inside the bytes of this finding's
+  // imports, the rule no more severe: judge.h YaraPickle); each is then not
+  // reported on its own.
+  std::vector<std::string> corroborated_by;
   // 1-based line and column of `offset` in a text-like file (a config, a
   // template, a git-lfs pointer), the column in UTF-16 code units (SARIF's
   // default); 0 for none: binary files, archive members, no offset, or an
@@ -153,12 +158,12 @@ struct PickleImport {
   // Imports of this name folded into this record past max_records.
   uint64_t count = 1;
   // [span_begin, span_end): the bytes of the input that name this import,
-  // absolute like `offset`: GLOBAL and INST with their two lines; a
-  // STACK_GLOBAL from the opcode that pushed the module string to the
-  // STACK_GLOBAL itself when the two strings are pushed right before it
-  // (memo puts between them allowed), else the STACK_GLOBAL byte alone;
-  // empty (span_end == 0) where not known (EXT codes, the salvage walk).
-  // YARA matches inside it are the same cause as this import.
+  // absolute like `offset`: GLOBAL and INST with their two lines; for
+  // STACK_GLOBAL, the pushes of its module and name strings (even when a
+  // memo get brought them here), when the module's comes first and only
+  // memo puts lie between them. Empty (span_end == 0) otherwise, and where
+  // not known (EXT codes, the salvage walk, nested pickles decoded from
+  // escapes). YARA matches inside it are the same cause as this import.
   uint64_t span_begin = 0;
   uint64_t span_end = 0;
   std::string FullName() const { return module + "." + qualname; }
