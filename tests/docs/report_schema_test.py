@@ -9,9 +9,7 @@ fixtures, the --json-output file written beside SARIF, and a scan of the
 repository's own tests/ and examples/ — must validate against the schema,
 with summary counts that add up. Then: every field the schema names is
 produced by at least one of those reports (so the schema describes the
-program, not a wish), except the finding fields other issue-10 work adds
-(listed in PENDING_FIELDS) while the program does not write them yet; the
-schema refuses unknown fields at each level (additionalProperties: false
+program, not a wish); the schema refuses unknown fields at each level (additionalProperties: false
 is deliberate); and the example in docs/report.md validates.
 """
 import json
@@ -39,10 +37,6 @@ with open(os.path.join(ROOT, "docs", "schemas", "report-v1.schema.json"), encodi
 jsonschema.Draft7Validator.check_schema(SCHEMA)
 VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
 
-# Finding fields the schema allows for work landing in issue 10 (H-B:
-# corroborated_by; H-C: line, column). Validated whenever they appear; not
-# required to appear.
-PENDING_FIELDS = {"finding.corroborated_by", "finding.line", "finding.column"}
 SEEN = set()
 
 
@@ -117,6 +111,10 @@ def archive_members_and_pickles(d):
     eq((crit[0]["member"], crit[0]["opcode"], crit[0]["global"]),
        ("archive/data.pkl", "STACK_GLOBAL", "posix.system"), "member, opcode, global")
     eq("member_offset" in crit[0] and "offset" in crit[0], True, "both offsets")
+    # One finding per cause: the YARA rule that saw the same import is listed
+    # on the import finding, not reported again.
+    eq(crit[0].get("corroborated_by"), ["MG-YARA-PICKLE-CODE-EXECUTION-GLOBAL"], "corroborated_by")
+    eq("MG-YARA-PICKLE-CODE-EXECUTION-GLOBAL" in ids(f), False, "the YARA finding is folded")
     # A member name that is not UTF-8: member (escaped) and member_bytes (exact).
     t = os.path.join(d, "weights.tar")
     with tarfile.open(t, "w", format=tarfile.GNU_FORMAT, encoding="utf-8",
@@ -198,7 +196,9 @@ def check_reports(d):
     eq(by["model.safetensors"]["signature"]["key_names"], ["release"], "the policy's key name")
     eq("MG-POLICY-SIGNATURE" in ids(by["unsigned.safetensors"]), True, "unsigned rejected")
     eq("MG-POLICY-FORMAT" in ids(by["config.json"]), True, "config is not safetensors")
-    eq("MG-FMT-LFS-POINTER" in ids(by["lfs.safetensors"]), True, "LFS pointer")
+    ptr = [x for x in by["lfs.safetensors"]["findings"] if x["id"] == "MG-FMT-LFS-POINTER"]
+    eq(len(ptr), 1, "LFS pointer")
+    eq((ptr[0]["offset"], ptr[0]["line"], ptr[0]["column"]), (0, 1, 1), "a text file's position")
     # A waiver: the trailing-bytes finding of one exact file becomes info.
     import hashlib
     evil = write(d, "evil/evil.safetensors", HOSTILE)
@@ -279,12 +279,9 @@ def every_schema_field_is_produced(d):
     defs = SCHEMA["definitions"]
     for name in ("file", "finding", "view", "signature"):
         want.update(f"{name}.{k}" for k in defs[name]["properties"])
-    missing = sorted(want - SEEN - PENDING_FIELDS)
+    missing = sorted(want - SEEN)
     if missing:
         raise AssertionError(f"schema fields no report above produced: {missing}")
-    landed = sorted(PENDING_FIELDS & SEEN)
-    if landed:
-        print(f"note: pending fields now produced and validated: {landed}")
 
 
 if __name__ == "__main__":
