@@ -117,7 +117,7 @@ TEST_CASE("every command's --help lists each of its options with its help text a
   CHECK(Cli({"-h"}).out == bare.out);
 }
 
-TEST_CASE("--opt=value and --opt value parse alike; short options take attached values",
+TEST_CASE("option values: --opt=value and --opt value parse alike, and short options take attached values",
           "[cli][parse]") {
   auto parse = [](std::vector<std::string> words) {
     mc::CommonOptions o;
@@ -198,7 +198,7 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
   }
 }
 
-TEST_CASE("'-' is standard input for scan and inspect only, once; '--' ends the options",
+TEST_CASE("'-' is standard input for scan and inspect only, once, and '--' ends the options",
           "[cli][usage][stdin]") {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"verify", "--pubkey", "k.pub", "-"}, {"check", "--policy", "p", "-"},
@@ -237,7 +237,7 @@ TEST_CASE("ClosestName suggests a near spelling or a completion, and nothing far
   CHECK(mc::ClosestName("", names).empty());
 }
 
-TEST_CASE("colour: --color always/never win; auto needs a terminal, no -o, NO_COLOR unset or empty",
+TEST_CASE("colour: --color always or never wins, auto needs a terminal, no -o, NO_COLOR unset or empty",
           "[cli][color]") {
   mc::CommonOptions o;
   CHECK(mc::UseColor(o, true, nullptr));
@@ -303,7 +303,7 @@ TEST_CASE("standard input spools to a nameless file: limit N passes, N+1 is refu
   CHECK(mc::kMaxStdinBytes == 4ull << 30);
 }
 
-TEST_CASE("--version names the program and the OpenSSL, libsodium and YARA it runs on",
+TEST_CASE("version: --version names the program and the OpenSSL, libsodium and YARA it runs on",
           "[cli][version]") {
   const Run r = Cli({"--version"});
   CHECK(r.code == 0);
