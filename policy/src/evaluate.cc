@@ -178,7 +178,7 @@ Verdict Evaluate(const Policy& policy, const scanner::FileScan& scan,
       v.signature_status = "missing";
       v.findings.push_back(PolicyFinding(
           kFindingSignature, core::Severity::kHigh,
-          "missing: " + need + "; a " + std::string(scanner::FormatName(scan.format)) +
+          "missing: " + need + "; " + scanner::WithArticle(scanner::FormatName(scan.format)) +
               " file carries no embedded signature"));
     } else if (verify->status == signer::SigStatus::kMissing) {
       v.findings.push_back(PolicyFinding(kFindingSignature, core::Severity::kHigh,

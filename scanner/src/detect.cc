@@ -1,5 +1,7 @@
 #include <array>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 
 #include "decompress.h"
 #include "modelgate/scanner.h"
@@ -35,6 +37,44 @@ std::string_view FirstZipMember(std::span<const uint8_t> head) {
 }  // namespace
 
 std::string_view FormatName(Format f) { return kFormatNames[static_cast<size_t>(f)]; }
+
+std::string WithArticle(std::string_view word) {
+  size_t start = 0;
+  while (start < word.size() && (word[start] == '\'' || word[start] == '"' || word[start] == '(')) ++start;
+  // The leading run of letters or digits, lowercased, decides.
+  std::string w;
+  bool upper = true;
+  for (size_t i = start; i < word.size() && w.size() < 16; ++i) {
+    const char c = word[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!letter && !(c >= '0' && c <= '9')) break;
+    upper &= !(c >= 'a' && c <= 'z');
+    w += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  auto starts = [&](std::initializer_list<std::string_view> prefixes) {
+    for (std::string_view p : prefixes) {
+      if (w.rfind(p, 0) == 0) return true;
+    }
+    return false;
+  };
+  bool an;
+  if (w.empty()) {
+    an = false;
+  } else if (w[0] >= '0' && w[0] <= '9') {  // "an 8", "an 11", "an 18", "a 7z"
+    const bool two = w.size() == 2 || (w.size() > 2 && !(w[2] >= '0' && w[2] <= '9'));
+    an = w[0] == '8' || ((w.rfind("11", 0) == 0 || w.rfind("18", 0) == 0) && two);
+  } else if (starts({"one", "once", "uni", "use", "usu", "usa", "ure", "uti", "utf", "ubi", "eu",
+                     "str"})) {
+    an = false;  // a "w"/"y" sound, or read as a word ("a str")
+  } else if (starts({"hour", "honest", "heir", "lzma"})) {
+    an = true;
+  } else if ((upper && w.size() > 1) || w.find_first_of("aeiouy") == std::string::npos) {
+    an = std::string_view("aefhilmnorsx").find(w[0]) != std::string_view::npos;  // letter names
+  } else {
+    an = std::string_view("aeiou").find(w[0]) != std::string_view::npos;
+  }
+  return std::string(an ? "an " : "a ") + std::string(word);
+}
 
 Format DetectFormat(std::span<const uint8_t> head, uint64_t file_size, std::string_view name) {
   // Safetensors: 8-byte length, then the JSON header's '{'.

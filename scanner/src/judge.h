@@ -522,8 +522,8 @@ class Scanner {
     out_.findings.push_back(MakeFinding(
         "MG-POLY-ZIP", Severity::kCritical,
         "the file is also a zip archive with " + std::to_string(zr.value().entries.size()) +
-            " member(s): a zip reader sees other content than a " +
-            std::string(FormatName(out_.format)) + " reader",
+            " member(s): a zip reader sees other content than " +
+            WithArticle(FormatName(out_.format)) + " reader",
         zr.value().eocd_offset));
   }
 

@@ -244,7 +244,7 @@ void Machine::JoblibRead(ByteReader& r, Value& wrapper) {
            "' (joblib.load raises)");
   }
   if (!shape->held) {
-    cannot(std::string("its shape is a ") + KindName(shape->kind) +
+    cannot("its shape is " + WithArticle(KindName(shape->kind)) +
            ", not a tuple of at most " + U64(kKeptItems) + " ints");
   }
   uint64_t count = 1;  // shape (): one element
@@ -256,7 +256,7 @@ void Machine::JoblibRead(ByteReader& r, Value& wrapper) {
     }
   }
   if (!dtype->held || dtype->held->special != Special::kNumpyDtype) {
-    cannot(std::string("its dtype is a ") + KindName(dtype->kind) + ", not the result of numpy.dtype");
+    cannot("its dtype is " + WithArticle(KindName(dtype->kind)) + ", not the result of numpy.dtype");
   }
   const Value& dt = *dtype->held;
   if (!dt.x().unknown.empty()) cannot("its dtype: " + dt.x().unknown);

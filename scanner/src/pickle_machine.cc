@@ -906,7 +906,7 @@ void Machine::Build(ByteReader& r) {
                        state->x().items[0]->kind == VKind::kNone &&
                        state->x().items[1]->kind == VKind::kDict && state->x().items[1]->count == 0;
     if (state->kind != VKind::kNone && !empty_slots) {
-      Fail(std::string("BUILD on a '") + KindName(inst.kind) + "' that has no __dict__");
+      Fail("BUILD on " + WithArticle(std::string("'") + KindName(inst.kind) + "'") + " that has no __dict__");
     }
     return;
   }

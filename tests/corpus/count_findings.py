@@ -173,33 +173,34 @@ def render(files, reports):
     return "\n".join(out) + "\n"
 
 
-# An article and the next word: "a"/"an" as a word of its own.
-ARTICLE = re.compile(r"(?<![\w'.-])(a|an|A|An) ([A-Za-z][\w-]*)")
+# An article and the next word ("a"/"an" as a word of its own), the word
+# possibly quoted ("an 'int'").
+ARTICLE = re.compile(r"(?<![\w'.-])(a|an|A|An) ['\"(]?([A-Za-z0-9][\w-]*)")
 TWICE = re.compile(r"\b([A-Za-z]+) \1\b", re.IGNORECASE)
-# Words whose article the first letter does not give ("an hour",
-# "a unique", "a UTF-8"): spelled-out letters and initialisms included.
-AN_CONSONANT = ("hour", "honest", "heir")
-A_VOWEL = ("uni", "use", "usa", "user", "usu", "utf", "one", "once", "eu")
-AN_LETTERS = set("aefhilmnorsx")  # "an f16", "an xz stream", "an npy header"
+# The same reading as scanner::WithArticle (scanner/src/detect.cc), written
+# again here so that one cannot excuse the other.
+A_PREFIXES = ("one", "once", "uni", "use", "usu", "usa", "ure", "uti", "utf", "ubi", "eu", "str")
+AN_PREFIXES = ("hour", "honest", "heir", "lzma")
+AN_LETTERS = "aefhilmnorsx"  # letters whose names start with a vowel sound
 
 
 def article_error(article, word):
     """Says why `article word` is not English, or "" when it is."""
-    w = word.lower()
-    if word.isupper() and len(word) > 1 and not w.startswith(("utf", "uni")):
-        # An initialism read letter by letter ("an NPY", "a ZIP"? both are
-        # read as words by some): accept either article.
+    w = re.match(r"[A-Za-z0-9]*", word).group(0)
+    lw = w.lower()
+    if not lw:
         return ""
-    if len(word) == 1:
-        want_an = w in AN_LETTERS
-    elif w.startswith(AN_CONSONANT):
-        want_an = True
-    elif w.startswith(A_VOWEL):
+    if lw[0].isdigit():
+        want_an = lw[0] == "8" or (lw[:2] in ("11", "18") and (len(lw) == 2 or not lw[2].isdigit()))
+    elif lw.startswith(A_PREFIXES):
         want_an = False
+    elif lw.startswith(AN_PREFIXES):
+        want_an = True
+    elif (w.isupper() and len(w) > 1) or not re.search(r"[aeiouy]", lw):
+        want_an = lw[0] in AN_LETTERS
     else:
-        want_an = w[0] in "aeiou"
-    is_an = article.lower() == "an"
-    if is_an == want_an:
+        want_an = lw[0] in "aeiou"
+    if (article.lower() == "an") == want_an:
         return ""
     return "'%s %s'" % (article, word)
 

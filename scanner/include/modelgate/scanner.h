@@ -26,6 +26,13 @@ inline constexpr Format kLastFormat = Format::kLfsPointer;
 // FormatName is the report spelling ("safetensors", "pytorch-zip", ...).
 std::string_view FormatName(Format f);
 
+// WithArticle is `word` after the indefinite article English reads it with
+// ("an unknown", "a pickle", "an xz", "an 'int'", "a 7z"): a message that
+// puts a word known only at run time after "a" uses it. Leading quotes are
+// skipped; letter-spelled names (no vowel: "npz", "lfs-pointer") take the
+// article of their first letter's name.
+std::string WithArticle(std::string_view word);
+
 // kSniffBytes is how much of a file's start DetectFormat looks at.
 inline constexpr size_t kSniffBytes = 512;
 
