@@ -204,8 +204,7 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
     r["shortDescription"] = {{"text", std::string(h.title)}};
     r["fullDescription"] = {{"text", std::string(h.help)}};
     r["helpUri"] = uri;
-    r["help"] = {{"text", help + "\n\n" + uri},
-                 {"markdown", help + "\n\n[" + std::string(h.page) + "](" + uri + ")"}};
+    r["help"] = {{"text", help + "\n\n" + uri}};
     r["defaultConfiguration"] = {{"level", Level(severity)}};
     ordered_json props;
     if (const char* score = SecuritySeverity(severity)) {

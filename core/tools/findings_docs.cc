@@ -97,13 +97,31 @@ const Area* AreaOf(std::string_view id) {
   return nullptr;
 }
 
-// Escaped for a Markdown table cell.
+// Prose is the table's plain text as Markdown: outside `code spans`, the
+// characters Markdown would read as emphasis or HTML are escaped (so
+// __metadata__ stays itself).
+std::string Prose(std::string_view s) {
+  std::string out;
+  bool code = false;
+  for (char c : s) {
+    if (c == '`') code = !code;
+    if (!code && (c == '_' || c == '*' || c == '\\')) out += '\\';
+    if (!code && c == '<') {
+      out += "&lt;";
+    } else if (!code && c == '>') {
+      out += "&gt;";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Cell is Prose for a Markdown table cell.
 std::string Cell(std::string_view s) {
   std::string out;
-  for (char c : s) {
+  for (char c : Prose(s)) {
     if (c == '|') out += "\\|";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
     else out += c;
   }
   return out;
@@ -164,7 +182,7 @@ std::string Page(const Row& r, const std::vector<YaraRule>& yara) {
   std::ostringstream o;
   const Area* area = AreaOf(r.id);
   const std::string shown = r.kind == Kind::kFamily ? std::string(r.id) + "<RULE>" : std::string(r.id);
-  o << "# " << shown << ": " << r.title << "\n\n" << kGenerated << "\n";
+  o << "# " << Prose(shown) << ": " << Prose(r.title) << "\n\n" << kGenerated << "\n";
   o << "| | |\n|---|---|\n";
   o << "| Id | `" << shown << "` |\n";
   o << "| Area | " << area->name << " |\n";
@@ -181,8 +199,8 @@ std::string Page(const Row& r, const std::vector<YaraRule>& yara) {
   if (r.kind == Kind::kCore) {
     o << "| Core code | `modelgate::core::Code::" << r.code_name << "` = " << r.code_value << " |\n";
   }
-  o << "\n## What it means\n\n" << r.help << "\n";
-  if (!r.rule.empty() && (r.severity || r.kind == Kind::kFamily)) o << "\n## Rule\n\n" << r.rule << "\n";
+  o << "\n## What it means\n\n" << Prose(r.help) << "\n";
+  if (!r.rule.empty() && (r.severity || r.kind == Kind::kFamily)) o << "\n## Rule\n\n" << Prose(r.rule) << "\n";
   if (r.kind == Kind::kFamily) {
     o << "\n## Shipped rules\n\n"
          "Rules from a `--yara-rules` directory report their own ids the same way.\n\n"

@@ -644,6 +644,24 @@ def one_table_of_ids(d):
         elif row["kind"] == "fixed" and id_ not in found:
             unused.append(f"{id_} (no source emits it)")
     eq(unused, [], "table rows nothing emits")
+    # Where a source names an id and its severity together, the severity is
+    # the table's (ids whose severity varies by case are "-" there).
+    sites, wrong = 0, []
+    for mod in ("scanner", "signer", "policy", "cli"):
+        for root, _, files in os.walk(os.path.join(SOURCE_DIR, mod)):
+            for n in files:
+                if not n.endswith((".cc", ".h")):
+                    continue
+                with open(os.path.join(root, n), encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for m in re.finditer(r'"(MG-[A-Z0-9]+-[A-Z0-9-]*[A-Z0-9])"\s*,\s*(?:core::)?Severity::k(\w+)',
+                                     text):
+                    sites += 1
+                    want = TABLE.get(m.group(1), {}).get("severity", "-")
+                    if want not in ("-", m.group(2).lower()):
+                        wrong.append(f"{m.group(1)} is {m.group(2)} in {n}, {want} in the table")
+    check(sites > 50, f"id-and-severity sites found: {sites}")
+    eq(wrong, [], "severities that disagree with the table")
 
 
 @test
@@ -655,7 +673,7 @@ def docs_pages_for_every_row(d):
         page = page_for(id_) if row["kind"] != "family" else id_.rstrip("-") + ".md"
         with open(os.path.join(DOCS_DIR, page), encoding="utf-8") as f:
             text = f.read()
-        check(text.startswith("# " + (id_ + "<RULE>" if row["kind"] == "family" else id_) + ": "),
+        check(text.startswith("# " + (id_ + "&lt;RULE&gt;" if row["kind"] == "family" else id_) + ": "),
               f"{page} is titled with its id")
         if row["severity"] != "-":
             check(f"| Severity | {row['severity']} |" in text, f"{page} states severity {row['severity']}")
