@@ -640,15 +640,30 @@ class Scanner {
         break;
       default: {
         // Bytes pickle.load would run are judged as a pickle, their streams
-        // by the rules as "pickle"; only what follows them is a plain
-        // member (the same bytes scanned twice would report a rule twice).
+        // scanned by the rules as "pickle"; the whole member is also scanned
+        // as "member" (rules of that scope only), and a rule both scans saw
+        // at the same first match inside the streams is one cause: the
+        // member scan's finding goes.
+        const size_t first = out_.findings.size();
         uint64_t pickled = 0;
         if (!MaybePickle(bytes, at, false, nullptr, &pickled)) pickled = 0;
-        const auto rest = bytes.subspan(static_cast<size_t>(pickled));
-        if (pickled == 0 || !rest.empty()) {
-          if (!at.member.empty()) YaraMember(rest, rest.size(), "member", at, pickled);
-          else Yara(rest, "member", at, pickled);
+        std::vector<std::string> seen;  // YARA ids the pickle scan reported or folded
+        for (size_t k = first; k < out_.findings.size(); ++k) {
+          const Finding& kept = out_.findings[k];
+          if (kept.id.rfind("MG-YARA-", 0) == 0) seen.push_back(kept.id);
+          seen.insert(seen.end(), kept.corroborated_by.begin(), kept.corroborated_by.end());
         }
+        const size_t member_first = out_.findings.size();
+        if (!at.member.empty()) YaraMember(bytes, bytes.size(), "member", at);
+        else Yara(bytes, "member", at);
+        auto same = [&](const Finding& y) {
+          const uint64_t off = at.member.empty() ? y.offset : y.member_offset;
+          return off != core::kNoOffset && off < pickled &&
+                 std::find(seen.begin(), seen.end(), y.id) != seen.end();
+        };
+        out_.findings.erase(std::remove_if(out_.findings.begin() + static_cast<long>(member_first),
+                                           out_.findings.end(), same),
+                            out_.findings.end());
         break;
       }
     }

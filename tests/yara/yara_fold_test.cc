@@ -3,6 +3,7 @@
 // being reported again; a rule that matched anything else, or that is more
 // severe than the built-in finding, is still reported on its own.
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -119,17 +120,15 @@ TEST_CASE("fold: a rule more severe than the built-in finding is never folded", 
   }
 }
 
-TEST_CASE("fold: a pickle member of a tar is scanned by the rules once", "[yara][fold]") {
-  // What tarfile lists is judged by content: the member is a pickle, so its
-  // stream is scanned as "pickle", not also as a plain member.
+// UstarOne is a tar holding one regular member "payload" with `data`.
+std::string UstarOne(const std::string& data) {
   std::string tar(512, '\0');
-  const std::string name = "payload";
-  tar.replace(0, name.size(), name);
+  tar.replace(0, 7, "payload");
   tar.replace(100, 7, "0000644");
   tar.replace(108, 7, "0000000");
   tar.replace(116, 7, "0000000");
   char size[12];
-  std::snprintf(size, sizeof size, "%011o", static_cast<unsigned>(kGlobal.size()));
+  std::snprintf(size, sizeof size, "%011o", static_cast<unsigned>(data.size()));
   tar.replace(124, 11, size);
   tar.replace(136, 11, "00000000000");
   tar[156] = '0';
@@ -141,17 +140,36 @@ TEST_CASE("fold: a pickle member of a tar is scanned by the rules once", "[yara]
   char chk[8];
   std::snprintf(chk, sizeof chk, "%06o", sum);
   tar.replace(148, 7, std::string(chk, 6) + '\0');
-  std::string data = kGlobal;
-  data.resize(512, '\0');
-  tar += data + std::string(1024, '\0');
+  std::string body = data;
+  body.resize((data.size() + 511) / 512 * 512, '\0');
+  return tar + body + std::string(1024, '\0');
+}
+
+sc::FileScan ScanTar(const std::string& tar) {
   TempDir dir;
   WriteFile(dir / "x.tar", tar);
   auto compiled = sc::CompileYaraRules({}, true);
   REQUIRE(compiled.ok());
   sc::ScanOptions options;
   options.yara = compiled.value();
-  auto s = sc::ScanFile(dir / "x.tar", false, options);
+  return sc::ScanFile(dir / "x.tar", false, options);
+}
+
+TEST_CASE("fold: a pickle member of a tar is scanned by the rules once", "[yara][fold]") {
+  // What tarfile lists is judged by content: the member's stream is scanned
+  // as "pickle" and the member as "member"; the rule both saw is one cause.
+  auto s = ScanTar(UstarOne(kGlobal));
   INFO(Describe(s.findings));
   CHECK(Count(s, kYaraGlobal) == 0);
   CHECK(Only(s, "MG-PK-CRITICAL-IMPORT").corroborated_by == std::vector<std::string>{kYaraGlobal});
+}
+
+TEST_CASE("fold: member-scope rules still see a pickle member", "[yara][fold]") {
+  // A zip local header in a literal: only the "member" scope looks for it.
+  const std::string zip = std::string("PK\x03\x04\x14\x00\x00\x00\x08\x00", 10) + std::string(20, 'z');
+  const std::string p = "cos\nsystem\n(S'id'\ntR0X" + U32(static_cast<uint32_t>(zip.size())) + zip + ".";
+  auto s = ScanTar(UstarOne(p));
+  INFO(Describe(s.findings));
+  CHECK(Count(s, "MG-YARA-EMBEDDED-ZIP-ARCHIVE") == 1);
+  CHECK(Count(s, kYaraGlobal) == 0);
 }
