@@ -516,6 +516,10 @@ std::string UnknownOption(const std::string& word, const CLI::App& cmd, const Ap
     const auto names = OptionSpellings(*c);
     if (std::find(names.begin(), names.end(), name) != names.end()) owners.push_back(d.Info(c).path);
   }
+  const auto own = OptionSpellings(*d.app);
+  if (&cmd != d.app.get() && std::find(own.begin(), own.end(), name) != own.end()) {
+    owners.push_back("modelgate itself, before the command");
+  }
   if (!owners.empty()) msg += " (" + core::EscapeControls(name) + " is an option of " + JoinOr(owners) + ")";
   return msg;
 }
@@ -523,7 +527,9 @@ std::string UnknownOption(const std::string& word, const CLI::App& cmd, const Ap
 std::string UnknownCommand(const std::string& word, const CLI::App& group, const AppDefinition& d) {
   const std::string& at = d.Info(&group).path;
   std::string msg = "unknown command " + Arg(at.empty() ? word : at + " " + word);
-  if (std::string close = ClosestName(word, CommandNames(group)); !close.empty()) {
+  if (CommandNames(group).empty()) {
+    msg += " (" + at + " has no commands)";
+  } else if (std::string close = ClosestName(word, CommandNames(group)); !close.empty()) {
     msg += " (did you mean " + close + "?)";
   } else {
     msg += " (" + JoinOr(CommandNames(group)) + ")";

@@ -182,6 +182,12 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "--help' for usage\n"},
       {{"scan", "--bogus\x1b[2J", "x"},
        "modelgate: scan: unknown option '--bogus\\x1b[2J'; run 'modelgate scan --help' for usage\n"},
+      {{"scan", "x", "--version"},
+       "modelgate: scan: unknown option '--version' (--version is an option of sign or modelgate "
+       "itself, before the command); run 'modelgate scan --help' for usage\n"},
+      {{"help", "scan", "x"},
+       "modelgate: help: unknown command 'scan x' (scan has no commands); run 'modelgate help "
+       "--help' for usage\n"},
       {{}, "modelgate: no command given; run 'modelgate --help' for usage\n"},
       {{"policy"},
        "modelgate: policy: policy needs a command: lint; run 'modelgate policy --help' for usage\n"},

@@ -220,6 +220,25 @@ def no_color_counts_only_when_non_empty_and_color_option_wins(d):
     eq("\033[1;31mMG-ST-OVERLAP" in out, True, "inspect colours its findings too")
 
 
+@test
+def sarif_level_reaches_the_sarif_reports(d):
+    g = write(d, "x.gguf", b"GGUF" + bytes(60))  # one medium finding: a SARIF warning
+    levels = {}
+    for args in ([], ["--sarif-level", "warning"], ["--sarif-level=error"], ["--sarif-level", "note"]):
+        code, out, err = run("scan", "-f", "sarif", *args, g)
+        eq(code, 0, f"{args}: {err}")
+        levels[" ".join(args)] = [r["level"] for r in json.loads(out)["runs"][0]["results"]]
+    eq(levels[""], ["warning"], "default: warning and above")
+    eq(levels["--sarif-level warning"], ["warning"], "warning")
+    eq(levels["--sarif-level=error"], [], "error: the medium finding is no result")
+    sf = os.path.join(d, "r.sarif")
+    code, _, _ = run("verify", "--pubkey", "nope.pub", "--sarif-level", "error", "--sarif-output", sf, g)
+    eq(code, 2, "a missing key cannot be read")
+    code, _, _ = run("scan", "--sarif-level", "error", "--sarif-output", sf, g)
+    with open(sf) as f:
+        eq(json.load(f)["runs"][0]["results"], [], "--sarif-output at the same level")
+
+
 # ---- version ---------------------------------------------------------------------
 
 
