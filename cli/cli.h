@@ -101,7 +101,8 @@ Report RunFiles(const CommonOptions& opts, const JudgeFn& one);
 
 // OpenTarget opens what `target` names, once: its path (a final symlink
 // followed only for a path named on the command line) or, for a Hugging
-// Face snapshot link, its blob with O_NOFOLLOW. Only regular files.
+// Face snapshot link, its blob with O_NOFOLLOW. Only regular files. For
+// the operand "-" it spools standard input (SpoolToTempFile).
 core::Result<core::OpenedFile> OpenTarget(const Target& target);
 // TargetUnchanged is the identity re-check before a verdict: the open file
 // is unchanged (core::CheckUnchanged) and the name still leads to that inode

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "modelgate/core.h"
+#include "stdin_spool.h"
 
 namespace modelgate::cli {
 namespace {
@@ -105,7 +106,8 @@ std::string RenderManPage(const AppDefinition& d) {
   out += ".PP\nA report goes to standard output (or \\fB\\-o\\fR); progress, logs and errors go "
          "to standard error. An operand \\fB\\-\\fR reads standard input (\\fBscan\\fR and "
          "\\fBinspect\\fR only): it is copied to an unlinked temporary file in "
-         "\\fB$TMPDIR\\fR, at most 4 GiB, and reported under the path \\fB\\-\\fR. "
+         "\\fB$TMPDIR\\fR, at most " + std::to_string(kMaxStdinBytes >> 30) +
+         " GiB, and reported under the path \\fB\\-\\fR. "
          "\\fB\\-\\-\\fR ends the options. Options take their value as \\fB\\-\\-opt value\\fR "
          "or \\fB\\-\\-opt=value\\fR.\n";
   out += ".SH OPTIONS\n";
