@@ -16,7 +16,9 @@ using Commands_ = std::map<const CLI::App*, CommandInfo>;
 
 // Arg quotes a word of the command line for a message: it came from the
 // user's shell, possibly pasted, and must not drive the terminal.
-std::string Arg(std::string_view word) { return "'" + core::EscapeControls(word.substr(0, 200)) + "'"; }
+std::string Arg(std::string_view word) {
+  return "'" + core::EscapeControls(word.substr(0, 200)) + "'";
+}
 
 // JoinOr is "a, b or c".
 std::string JoinOr(const std::vector<std::string>& words) {
@@ -64,12 +66,14 @@ constexpr size_t kNameColumn = 30;  // where option and command help starts
 // text wrapped at kHelpWidth.
 class HelpFormatter : public CLI::Formatter {
  public:
-  explicit HelpFormatter(std::shared_ptr<const Commands_> commands) : commands_(std::move(commands)) {
+  explicit HelpFormatter(std::shared_ptr<const Commands_> commands)
+      : commands_(std::move(commands)) {
     column_width(kNameColumn);
     label("Positionals", "Operands");
   }
 
-  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+  std::string make_help(const CLI::App* app, std::string name,
+                        CLI::AppFormatMode mode) const override {
     if (mode == CLI::AppFormatMode::Sub) return make_expanded(app);
     std::string out = make_usage(app, name);
     if (!app->get_description().empty()) {
@@ -82,7 +86,8 @@ class HelpFormatter : public CLI::Formatter {
     return out;
   }
   std::string make_option(const CLI::Option* opt, bool is_positional) const override {
-    return Entry(make_option_name(opt, is_positional) + make_option_opts(opt), make_option_desc(opt));
+    return Entry(make_option_name(opt, is_positional) + make_option_opts(opt),
+                 make_option_desc(opt));
   }
   std::string make_subcommand(const CLI::App* sub) const override {
     return Entry(sub->get_name(), sub->get_description());
@@ -171,8 +176,9 @@ class Builder {
     c->allow_extras();  // unknown words are reported by RunCli, with a hint
     const std::string& parent_path = d_.commands->at(parent).path;
     const std::string path = parent_path.empty() ? name : parent_path + " " + name;
-    (*d_.commands)[c] = CommandInfo{path, "modelgate " + path + (operands.empty() ? "" : " " + operands),
-                                    reads_stdin, std::move(run)};
+    (*d_.commands)[c] =
+        CommandInfo{path, "modelgate " + path + (operands.empty() ? "" : " " + operands),
+                    reads_stdin, std::move(run)};
     return c;
   }
 
@@ -219,18 +225,19 @@ class Builder {
   }
   void Quiet(CLI::App* c, const std::string& help) { Flag(c, "-q,--quiet", &o_.quiet, help); }
   void FailOn(CLI::App* c) {
-    CLI::Option* opt = c->add_option_function<std::string>(
-                            "--fail-on",
-                            // The Builder is gone when this runs: capture the options.
-                            [o = &o_](const std::string& v) {
-                              o->fail_on_given = true;
-                              (void)core::ParseSeverity(v, &o->fail_on);  // checked below
-                            },
-                            "reject a file with a finding at or above SEVERITY: " +
-                                JoinOr(kSeverities))
-                            ->type_name("SEVERITY")
-                            ->default_str(std::string(core::SeverityName(o_.fail_on)))
-                            ->check(OneOf(kSeverities, "severity"));
+    CLI::Option* opt =
+        c->add_option_function<std::string>(
+             "--fail-on",
+             // The Builder is gone when this runs: capture the options.
+             [o = &o_](const std::string& v) {
+               o->fail_on_given = true;
+               // OneOf (below) accepted `v` before this runs.
+               (void)core::ParseSeverity(v, &o->fail_on);
+             },
+             "reject a file with a finding at or above SEVERITY: " + JoinOr(kSeverities))
+            ->type_name("SEVERITY")
+            ->default_str(std::string(core::SeverityName(o_.fail_on)))
+            ->check(OneOf(kSeverities, "severity"));
     d_.choices[opt] = kSeverities;
   }
   void Yara(CLI::App* c) {
@@ -304,7 +311,8 @@ AppDefinition BuildApp(CommonOptions* opts) {
       "executes them, Ed25519 signatures embedded in safetensors, and policies.",
       "modelgate");
   CLI::App* root = d.app.get();
-  (*d.commands)[root] = CommandInfo{"", "modelgate [--version] [--help] COMMAND [OPTIONS] [OPERANDS]", false, {}};
+  (*d.commands)[root] =
+      CommandInfo{"", "modelgate [--version] [--help] COMMAND [OPTIONS] [OPERANDS]", false, {}};
   root->formatter(std::make_shared<HelpFormatter>(d.commands));
   root->set_help_flag("-h,--help", "print this help and exit");
   root->require_subcommand(0, 1);
@@ -390,8 +398,9 @@ AppDefinition BuildApp(CommonOptions* opts) {
   b.Flag(sign, "--detached", &opts->detached,
          "write an OpenSSF detached signature instead (not implemented in this version)");
   b.Quiet(sign, "no progress line, and no 'signed' line on stdout");
-  sign->footer("Exit status: 0 signed; 1 the file breaks a safetensors rule; 2 a usage error, "
-               "not a safetensors file, or the file or key could not be read or written.");
+  sign->footer(
+      "Exit status: 0 signed; 1 the file breaks a safetensors rule; 2 a usage error, "
+      "not a safetensors file, or the file or key could not be read or written.");
 
   CLI::App* verify = b.Command(root, "verify",
                                "Check the signatures embedded in safetensors files against "
@@ -427,9 +436,9 @@ AppDefinition BuildApp(CommonOptions* opts) {
   CLI::App* policy = b.Command(root, "policy", "Work with policy files.", "COMMAND", false, {});
   policy->require_subcommand(0, 1);
   policy->footer("Run 'modelgate policy lint --help' for its options.");
-  CLI::App* lint = b.Command(policy, "lint",
-                             "Check a policy file; its errors, warnings and 'ok' go to stderr.",
-                             "FILE", false, RunPolicyLint);
+  CLI::App* lint =
+      b.Command(policy, "lint", "Check a policy file; its errors, warnings and 'ok' go to stderr.",
+                "FILE", false, RunPolicyLint);
   b.Operands(lint, "FILE", "the policy file");
   lint->footer("Exit status: 0 the policy is valid (warnings allowed); 2 it has errors.");
 
@@ -514,13 +523,17 @@ std::string UnknownOption(const std::string& word, const CLI::App& cmd, const Ap
   std::vector<std::string> owners;
   for (const CLI::App* c : Commands(d)) {
     const auto names = OptionSpellings(*c);
-    if (std::find(names.begin(), names.end(), name) != names.end()) owners.push_back(d.Info(c).path);
+    if (std::find(names.begin(), names.end(), name) != names.end()) {
+      owners.push_back(d.Info(c).path);
+    }
   }
   const auto own = OptionSpellings(*d.app);
   if (&cmd != d.app.get() && std::find(own.begin(), own.end(), name) != own.end()) {
     owners.push_back("modelgate itself, before the command");
   }
-  if (!owners.empty()) msg += " (" + core::EscapeControls(name) + " is an option of " + JoinOr(owners) + ")";
+  if (!owners.empty()) {
+    msg += " (" + core::EscapeControls(name) + " is an option of " + JoinOr(owners) + ")";
+  }
   return msg;
 }
 
@@ -633,7 +646,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   const CLI::App* leaf = Leaf(app);
   const CommandInfo& info = d.Info(leaf);
-  const bool has_operands = !leaf->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty();
+  const bool has_operands =
+      !leaf->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty();
   const bool is_group = !leaf->get_subcommands({}).empty();
   // Words no definition took: an unknown option (with a hint), an unknown
   // command, or an operand the command does not take.
@@ -655,10 +669,13 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   if (leaf == &app) return UsageError(err, "", "no command given");
   if (is_group) {
-    return UsageError(err, info.path, info.path + " needs a command: " + JoinOr(CommandNames(*leaf)));
+    return UsageError(err, info.path,
+                      info.path + " needs a command: " + JoinOr(CommandNames(*leaf)));
   }
   if (!after.empty()) {
-    if (!has_operands) return UsageError(err, info.path, "unexpected operand " + Arg(after.front()));
+    if (!has_operands) {
+      return UsageError(err, info.path, "unexpected operand " + Arg(after.front()));
+    }
     opts.paths.insert(opts.paths.end(), after.begin(), after.end());
   }
   if (info.path == "help") return Help(d, opts.paths, out, err);
@@ -668,7 +685,9 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
                       "'-' (standard input) is not accepted by " + info.path +
                           "; name a file (only scan and inspect read standard input)");
   }
-  if (stdin_count > 1) return UsageError(err, info.path, "'-' (standard input) can be given only once");
+  if (stdin_count > 1) {
+    return UsageError(err, info.path, "'-' (standard input) can be given only once");
+  }
   return info.run(opts);
 }
 

@@ -2,6 +2,7 @@
 // and the shell completions all read the same definitions.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,16 +12,14 @@
 #include <string_view>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "options.h"
 
 namespace modelgate::cli {
 
 // CommandInfo is what CLI11 does not hold of a command.
 struct CommandInfo {
-  std::string path;      // "scan", "policy lint"; "" for the program itself
-  std::string synopsis;  // "modelgate scan [OPTIONS] PATH..."
+  std::string path;          // "scan", "policy lint"; "" for the program itself
+  std::string synopsis;      // "modelgate scan [OPTIONS] PATH..."
   bool reads_stdin = false;  // an operand "-" is standard input
   // The command's body; empty for a group (policy) and for help.
   std::function<int(const CommonOptions&)> run;

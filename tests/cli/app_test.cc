@@ -2,19 +2,19 @@
 // against the option definitions BuildApp holds, not against pasted text;
 // parsing, hints, colour, the stdin spool and the generated man page and
 // completions.
+#include "app.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <catch2/catch.hpp>
-
-#include "app.h"
 #include "cli.h"
 #include "docgen.h"
 #include "modelgate/scanner.h"
@@ -86,7 +86,8 @@ TEST_CASE("every command's --help lists each of its options with its help text a
       CAPTURE(opt->get_name());
       REQUIRE_FALSE(opt->get_description().empty());
       if (opt->get_positional()) {
-        CHECK(help.find(opt->get_name() + " " + Squeezed(opt->get_description())) != std::string::npos);
+        CHECK(help.find(opt->get_name() + " " + Squeezed(opt->get_description())) !=
+              std::string::npos);
         continue;
       }
       // The names, the value's name and the help, in that order...
@@ -98,11 +99,13 @@ TEST_CASE("every command's --help lists each of its options with its help text a
       if (opt == c->get_help_ptr()) continue;
       const std::string& dflt = opt->get_default_str();
       REQUIRE_FALSE(dflt.empty());
-      const std::string shown = dflt == mc::kRequiredDefault ? "[required]" : "[default: " + dflt + "]";
+      const std::string shown =
+          dflt == mc::kRequiredDefault ? "[required]" : "[default: " + dflt + "]";
       CHECK(help.find(Squeezed(opt->get_description()) + " " + shown) != std::string::npos);
     }
     for (const CLI::App* sub : c->get_subcommands({})) {
-      CHECK(help.find(sub->get_name() + " " + Squeezed(sub->get_description())) != std::string::npos);
+      CHECK(help.find(sub->get_name() + " " + Squeezed(sub->get_description())) !=
+            std::string::npos);
     }
     // `modelgate help COMMAND` is the same text.
     std::vector<std::string> via_help = Words(path);
@@ -117,8 +120,10 @@ TEST_CASE("every command's --help lists each of its options with its help text a
   CHECK(Cli({"-h"}).out == bare.out);
 }
 
-TEST_CASE("option values: --opt=value and --opt value parse alike, and short options take attached values",
-          "[cli][parse]") {
+TEST_CASE(
+    "option values: --opt=value and --opt value parse alike, and short options take attached "
+    "values",
+    "[cli][parse]") {
   auto parse = [](std::vector<std::string> words) {
     mc::CommonOptions o;
     const mc::AppDefinition def = mc::BuildApp(&o);
@@ -126,8 +131,10 @@ TEST_CASE("option values: --opt=value and --opt value parse alike, and short opt
     def.app->parse(words);
     return o;
   };
-  const auto a = parse({"scan", "--fail-on=low", "--format=json", "--yara-rules=r1", "--yara-rules", "r2", "x"});
-  const auto b = parse({"scan", "--fail-on", "low", "-fjson", "--yara-rules", "r1", "--yara-rules=r2", "x"});
+  const auto a = parse(
+      {"scan", "--fail-on=low", "--format=json", "--yara-rules=r1", "--yara-rules", "r2", "x"});
+  const auto b =
+      parse({"scan", "--fail-on", "low", "-fjson", "--yara-rules", "r1", "--yara-rules=r2", "x"});
   for (const auto* o : {&a, &b}) {
     CHECK(o->fail_on == core::Severity::kLow);
     CHECK(o->fail_on_given);
@@ -156,7 +163,8 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "modelgate: scan: unknown option '--fail_on' (did you mean --fail-on?); run 'modelgate scan "
        "--help' for usage\n"},
       {{"scna", "x"},
-       "modelgate: unknown command 'scna' (did you mean scan?); run 'modelgate --help' for usage\n"},
+       "modelgate: unknown command 'scna' (did you mean scan?); run 'modelgate --help' for "
+       "usage\n"},
       {{"scan", "--out", "r", "x"},
        "modelgate: scan: unknown option '--out' (did you mean --output?); run 'modelgate scan "
        "--help' for usage\n"},
@@ -181,7 +189,8 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "modelgate: scan: option --no-yara does not take the value 'maybe'; run 'modelgate scan "
        "--help' for usage\n"},
       {{"scan", "--bogus\x1b[2J", "x"},
-       "modelgate: scan: unknown option '--bogus\\x1b[2J'; run 'modelgate scan --help' for usage\n"},
+       "modelgate: scan: unknown option '--bogus\\x1b[2J'; run 'modelgate scan --help' for "
+       "usage\n"},
       {{"scan", "x", "--version"},
        "modelgate: scan: unknown option '--version' (--version is an option of sign or modelgate "
        "itself, before the command); run 'modelgate scan --help' for usage\n"},
@@ -190,9 +199,11 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "--help' for usage\n"},
       {{}, "modelgate: no command given; run 'modelgate --help' for usage\n"},
       {{"policy"},
-       "modelgate: policy: policy needs a command: lint; run 'modelgate policy --help' for usage\n"},
+       "modelgate: policy: policy needs a command: lint; run 'modelgate policy --help' for "
+       "usage\n"},
       {{"help", "frob"},
-       "modelgate: help: unknown command 'frob' (scan, inspect, keygen, sign, verify, check, policy "
+       "modelgate: help: unknown command 'frob' (scan, inspect, keygen, sign, verify, check, "
+       "policy "
        "or help); run 'modelgate help --help' for usage\n"},
   };
   for (const auto& c : cases) {
@@ -207,32 +218,38 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
 TEST_CASE("'-' is standard input for scan and inspect only, once, and '--' ends the options",
           "[cli][usage][stdin]") {
   for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"verify", "--pubkey", "k.pub", "-"}, {"check", "--policy", "p", "-"},
-        {"sign", "--key", "k", "-"}, {"policy", "lint", "-"}}) {
+       {std::vector<std::string>{"verify", "--pubkey", "k.pub", "-"},
+        {"check", "--policy", "p", "-"},
+        {"sign", "--key", "k", "-"},
+        {"policy", "lint", "-"}}) {
     CAPTURE(args);
     const Run r = Cli(args);
     CHECK(r.code == 2);
     CHECK(r.err.find("'-' (standard input) is not accepted by ") != std::string::npos);
   }
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"keygen", "--out", "-"}, {"verify", "--pubkey", "-", "m"},
-        {"check", "--policy", "-", "m"}, {"scan", "-o", "-", "m"}, {"sign", "--key=-", "m"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"keygen", "--out", "-"},
+                                               {"verify", "--pubkey", "-", "m"},
+                                               {"check", "--policy", "-", "m"},
+                                               {"scan", "-o", "-", "m"},
+                                               {"sign", "--key=-", "m"}}) {
     CAPTURE(args);
     const Run r = Cli(args);
     CHECK(r.code == 2);
-    CHECK(r.err.find(": '-' (standard input) is not accepted here; name a file;") != std::string::npos);
+    CHECK(r.err.find(": '-' (standard input) is not accepted here; name a file;") !=
+          std::string::npos);
   }
   CHECK(Cli({"scan", "-", "-"}).err ==
         "modelgate: scan: '-' (standard input) can be given only once; run 'modelgate scan --help' "
         "for usage\n");
   // After "--" even --help is an operand (here one keygen does not take).
-  CHECK(Cli({"keygen", "--out", "k", "--", "--help"}).err ==
-        "modelgate: keygen: unexpected operand '--help'; run 'modelgate keygen --help' for usage\n");
+  CHECK(
+      Cli({"keygen", "--out", "k", "--", "--help"}).err ==
+      "modelgate: keygen: unexpected operand '--help'; run 'modelgate keygen --help' for usage\n");
 }
 
-TEST_CASE("ClosestName suggests a near spelling or a completion, and nothing far",
-          "[cli][usage]") {
-  const std::vector<std::string> names = {"-f", "--format", "--fail-on", "-o", "--output", "--policy"};
+TEST_CASE("ClosestName suggests a near spelling or a completion, and nothing far", "[cli][usage]") {
+  const std::vector<std::string> names = {"-f", "--format", "--fail-on",
+                                          "-o", "--output", "--policy"};
   CHECK(mc::ClosestName("--fail_on", names) == "--fail-on");
   CHECK(mc::ClosestName("--fial-on", names) == "--fail-on");  // a transposition is one edit
   CHECK(mc::ClosestName("--formt", names) == "--format");
@@ -243,8 +260,9 @@ TEST_CASE("ClosestName suggests a near spelling or a completion, and nothing far
   CHECK(mc::ClosestName("", names).empty());
 }
 
-TEST_CASE("colour: --color always or never wins, auto needs a terminal, no -o, NO_COLOR unset or empty",
-          "[cli][color]") {
+TEST_CASE(
+    "colour: --color always or never wins, auto needs a terminal, no -o, NO_COLOR unset or empty",
+    "[cli][color]") {
   mc::CommonOptions o;
   CHECK(mc::UseColor(o, true, nullptr));
   CHECK(mc::UseColor(o, true, ""));  // set but empty: no-color.org says colour
@@ -294,15 +312,15 @@ TEST_CASE("standard input spools to a nameless file: limit N passes, N+1 is refu
   CHECK(S_ISREG(st.st_mode));
   CHECK(st.st_nlink == 0);  // no name another process could open or swap
   std::string back(limit, '\0');
-  REQUIRE(core::PreadExact(ok.value().fd, 0,
-                           {reinterpret_cast<uint8_t*>(back.data()), back.size()})
+  REQUIRE(core::PreadExact(ok.value().fd, 0, {reinterpret_cast<uint8_t*>(back.data()), back.size()})
               .ok());
   CHECK(back == at);
   CHECK(core::CheckUnchanged(ok.value()).ok());
   auto refused = Spooled(past, limit);
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().code == core::Code::kIoRead);
-  CHECK(refused.error().message == "standard input: more than 100000 bytes (kMaxStdinBytes); not judged");
+  CHECK(refused.error().message ==
+        "standard input: more than 100000 bytes (kMaxStdinBytes); not judged");
   auto empty = Spooled("", limit);
   REQUIRE(empty.ok());
   CHECK(empty.value().size == 0);
@@ -365,8 +383,9 @@ TEST_CASE("the man page and both completions name every command and option of th
         CAPTURE(name);
         CHECK(man.find("\\fB" + roff(name) + "\\fR") != std::string::npos);
         CHECK(bash_words.count(name) == 1);
-        CHECK(zsh.find(name + (!mc::TakesValue(*opt) ? "[" : name.size() == 2 ? "+[" : "=[")) !=
-              std::string::npos);
+        CHECK(zsh.find(name + (!mc::TakesValue(*opt) ? "["
+                               : name.size() == 2    ? "+["
+                                                     : "=[")) != std::string::npos);
       }
       CHECK(man.find(roff(mc::OptionHelp(*opt))) != std::string::npos);
       if (def.choices.count(opt)) {
