@@ -130,9 +130,6 @@ bool ParseSarifLevel(std::string_view s, SarifLevel* out);
 // list exactly the ids of the results); invocation, notifications and the
 // summary cover every file whatever the level. The CLI's default is kWarning.
 std::string RenderSarif(const Report& report, SarifLevel min_level);
-// RenderSarif(report) is RenderSarif(report, SarifLevel::kWarning), kept
-// until every caller passes the --sarif-level it was given.
-std::string RenderSarif(const Report& report);
 
 // DisplayPath returns `path` as is when it is printable UTF-8, else quoted
 // with escapes, so a hostile file name cannot forge report lines.

@@ -45,7 +45,8 @@ constexpr std::array kRuleHelp = {
 
 // Dynamic ids (MG-YARA-<RULE>): `id` is the prefix.
 constexpr std::array kFamilyHelp = {
-#define MG_FINDING_FAMILY(prefix, page, title, rule, help) RuleHelp{prefix, title, rule, help, page},
+#define MG_FINDING_FAMILY(prefix, page, title, rule, help) \
+  RuleHelp{prefix, title, rule, help, page},
 #include "modelgate/findings.def"
 };
 
@@ -96,7 +97,9 @@ SarifLevel LevelOf(core::Severity s) {
 
 constexpr std::array<std::string_view, 3> kLevelNames = {"error", "warning", "note"};
 
-std::string Level(core::Severity s) { return std::string(kLevelNames[static_cast<size_t>(LevelOf(s))]); }
+std::string Level(core::Severity s) {
+  return std::string(kLevelNames[static_cast<size_t>(LevelOf(s))]);
+}
 
 // Shown is whether a finding is a result at `min_level` (the enumerators go
 // from most to least important).
@@ -173,8 +176,6 @@ bool ParseSarifLevel(std::string_view s, SarifLevel* out) {
   }
   return false;
 }
-
-std::string RenderSarif(const Report& report) { return RenderSarif(report, SarifLevel::kWarning); }
 
 std::string RenderSarif(const Report& report, SarifLevel min_level) {
   namespace fs = std::filesystem;

@@ -121,8 +121,11 @@ std::string Prose(std::string_view s) {
 std::string Cell(std::string_view s) {
   std::string out;
   for (char c : Prose(s)) {
-    if (c == '|') out += "\\|";
-    else out += c;
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += c;
+    }
   }
   return out;
 }
@@ -181,7 +184,8 @@ std::string SeverityCell(const Row& r) {
 std::string Page(const Row& r, const std::vector<YaraRule>& yara) {
   std::ostringstream o;
   const Area* area = AreaOf(r.id);
-  const std::string shown = r.kind == Kind::kFamily ? std::string(r.id) + "<RULE>" : std::string(r.id);
+  const std::string shown =
+      r.kind == Kind::kFamily ? std::string(r.id) + "<RULE>" : std::string(r.id);
   o << "# " << Prose(shown) << ": " << Prose(r.title) << "\n\n" << kGenerated << "\n";
   o << "| | |\n|---|---|\n";
   o << "| Id | `" << shown << "` |\n";
@@ -197,16 +201,20 @@ std::string Page(const Row& r, const std::vector<YaraRule>& yara) {
     o << "| Severity | varies: " << Cell(r.rule) << " |\n";
   }
   if (r.kind == Kind::kCore) {
-    o << "| Core code | `modelgate::core::Code::" << r.code_name << "` = " << r.code_value << " |\n";
+    o << "| Core code | `modelgate::core::Code::" << r.code_name << "` = " << r.code_value
+      << " |\n";
   }
   o << "\n## What it means\n\n" << Prose(r.help) << "\n";
-  if (!r.rule.empty() && (r.severity || r.kind == Kind::kFamily)) o << "\n## Rule\n\n" << Prose(r.rule) << "\n";
+  if (!r.rule.empty() && (r.severity || r.kind == Kind::kFamily)) {
+    o << "\n## Rule\n\n" << Prose(r.rule) << "\n";
+  }
   if (r.kind == Kind::kFamily) {
     o << "\n## Shipped rules\n\n"
          "Rules from a `--yara-rules` directory report their own ids the same way.\n\n"
          "| id | severity | what it matches |\n|---|---|---|\n";
     for (const auto& y : yara) {
-      o << "| `" << YaraId(y.name) << "` | " << y.severity << " | " << Cell(y.description) << " |\n";
+      o << "| `" << YaraId(y.name) << "` | " << y.severity << " | " << Cell(y.description)
+        << " |\n";
     }
   }
   o << "\n[All finding ids](README.md)\n";
@@ -217,8 +225,8 @@ std::string Index() {
   std::ostringstream o;
   o << "# Finding ids\n\n" << kGenerated << "\n";
   o << "Every finding modelgate reports has a stable id; this is the list of them, one page each.\n"
-       "A finding's severity decides whether it rejects the file (at or above `--fail-on`, default\n"
-       "`high`, or the policy's `failOn`). In SARIF, critical and high findings are `error`\n"
+       "A finding's severity decides whether it rejects the file (at or above `--fail-on`,\n"
+       "default `high`, or the policy's `failOn`). In SARIF, critical and high findings are `error`\n"
        "results, medium `warning`, low and info `note`; `--sarif-level` (default `warning`)\n"
        "leaves out the results below it.\n\n"
        "Each SARIF rule's `helpUri` is `MG_DOCS_BASE_URI` followed by `ID.md`. `MG_DOCS_BASE_URI`\n"
@@ -227,12 +235,14 @@ std::string Index() {
        "`OWNER`: a build that publishes alerts sets it to where these pages are served, e.g.\n"
        "`cmake -DMG_DOCS_BASE_URI=https://github.com/acme/modelgate/blob/v1.2.0/docs/findings/`.\n";
   for (const auto& a : kAreas) {
-    o << "\n## " << a.name << " (`MG-" << a.prefix << "-*`)\n\n| id | severity | title |\n|---|---|---|\n";
+    o << "\n## " << a.name << " (`MG-" << a.prefix
+      << "-*`)\n\n| id | severity | title |\n|---|---|---|\n";
     for (const auto& r : kRows) {
       if (AreaOf(r.id) != &a) continue;
-      const std::string shown = r.kind == Kind::kFamily ? std::string(r.id) + "<RULE>" : std::string(r.id);
-      o << "| [" << Cell(shown) << "](" << r.page << ".md) | " << SeverityCell(r) << " | " << Cell(r.title)
-        << " |\n";
+      const std::string shown =
+          r.kind == Kind::kFamily ? std::string(r.id) + "<RULE>" : std::string(r.id);
+      o << "| [" << Cell(shown) << "](" << r.page << ".md) | " << SeverityCell(r) << " | "
+        << Cell(r.title) << " |\n";
     }
   }
   return o.str();
@@ -293,10 +303,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 1 && args[0] == "--list") {
     for (const auto& r : kRows) {
-      const char* kind = r.kind == Kind::kCore ? "core" : r.kind == Kind::kFixed ? "fixed" : "family";
+      const char* kind = r.kind == Kind::kCore    ? "core"
+                         : r.kind == Kind::kFixed ? "fixed"
+                                                  : "family";
       std::cout << r.id << '\t' << (r.severity ? std::string(core::SeverityName(*r.severity)) : "-")
-                << '\t' << kind << '\t' << (r.kind == Kind::kCore ? std::to_string(r.code_value) : "-")
-                << '\t' << (r.kind == Kind::kCore ? r.code_name : "-") << '\n';
+                << '\t' << kind << '\t'
+                << (r.kind == Kind::kCore ? std::to_string(r.code_value) : "-") << '\t'
+                << (r.kind == Kind::kCore ? r.code_name : "-") << '\n';
     }
     return 0;
   }
@@ -339,7 +352,8 @@ int main(int argc, char** argv) {
   for (const auto& e : fs::directory_iterator(committed, ec)) {
     const std::string name = e.path().filename().string();
     if (e.path().extension() == ".md" && pages.count(name) == 0) {
-      std::cerr << "findings_docs: " << name << " in " << committed << " names no id in the table\n";
+      std::cerr << "findings_docs: " << name << " in " << committed
+                << " names no id in the table\n";
       ++differ;
     }
   }

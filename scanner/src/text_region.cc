@@ -18,8 +18,8 @@ std::vector<TextPosition> TextPositions(const Source& file, std::span<const uint
   // Offsets past the limit or the file stay unplaced; the rest are read up
   // to the last of them.
   const uint64_t bound = std::min(max_offset_bytes, file.size());
-  const size_t count = static_cast<size_t>(
-      std::upper_bound(offsets.begin(), offsets.end(), bound) - offsets.begin());
+  const size_t count = static_cast<size_t>(std::upper_bound(offsets.begin(), offsets.end(), bound) -
+                                           offsets.begin());
   if (count == 0) return out;
   const uint64_t last = offsets[count - 1];
 
@@ -87,8 +87,8 @@ void AddTextRegions(const Source& file, FileScan& scan, uint64_t max_offset_byte
   const std::vector<TextPosition> placed = TextPositions(file, offsets, max_offset_bytes);
   for (auto& f : scan.findings) {
     if (!f.member.empty() || f.offset == core::kNoOffset) continue;
-    const size_t i = static_cast<size_t>(std::lower_bound(offsets.begin(), offsets.end(), f.offset) -
-                                         offsets.begin());
+    const size_t i = static_cast<size_t>(
+        std::lower_bound(offsets.begin(), offsets.end(), f.offset) - offsets.begin());
     f.line = placed[i].line;
     f.column = placed[i].column;
   }

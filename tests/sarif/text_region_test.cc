@@ -1,12 +1,12 @@
 // Line and column of findings in text-like files (scanner/src/text_region.h):
 // the counting, the limit, and what is not text.
-#include <catch2/catch.hpp>
+#include "text_region.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "source.h"
-#include "text_region.h"
 
 namespace ms = modelgate::scanner;
 namespace mi = modelgate::scanner::internal;
@@ -83,15 +83,28 @@ TEST_CASE("text region: columns count UTF-16 code units", "[sarif][region]") {
 
 TEST_CASE("text region: binary bytes give no position", "[sarif][region]") {
   CHECK(At(std::string("ab\0cd", 5), 4).line == 0);
-  CHECK(At("ab\xFF" "cd", 4).line == 0);        // not a UTF-8 byte
-  CHECK(At("ab\xC3" "cd", 4).line == 0);        // lead byte without continuation
-  CHECK(At("ab\x80" "cd", 4).line == 0);        // stray continuation
-  CHECK(At("ab\xC0\x80" "cd", 5).line == 0);    // overlong lead
+  CHECK(At("ab\xFF"
+           "cd",
+           4)
+            .line == 0);  // not a UTF-8 byte
+  CHECK(At("ab\xC3"
+           "cd",
+           4)
+            .line == 0);  // lead byte without continuation
+  CHECK(At("ab\x80"
+           "cd",
+           4)
+            .line == 0);  // stray continuation
+  CHECK(At("ab\xC0\x80"
+           "cd",
+           5)
+            .line == 0);  // overlong lead
   // Binary after the offset is not read.
   CHECK(At(std::string("ab\ncd\0\xFF", 7), 4).line == 2);
   // A NUL before the last offset unplaces every offset (the file is binary).
   const std::string t("a\nb\0c", 5);
-  ms::MemorySource src(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.data()), t.size()));
+  ms::MemorySource src(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(t.data()), t.size()));
   const uint64_t offsets[] = {2, 4};
   const auto p = mi::TextPositions(src, offsets);
   CHECK(p.at(0).line == 0);
@@ -154,7 +167,8 @@ TEST_CASE("text region: AddTextRegions only for text-like files' own bytes", "[s
   scan.format = ms::Format::kUnknown;
   scan.findings.push_back(ms::MakeFinding("MG-YARA-X", modelgate::core::Severity::kHigh, "m", 4));
   scan.findings.push_back(ms::MakeFinding("MG-FMT-UNKNOWN", modelgate::core::Severity::kInfo, "m"));
-  scan.findings.push_back(ms::MakeFinding("MG-YARA-X", modelgate::core::Severity::kHigh, "m", 4, "inner"));
+  scan.findings.push_back(
+      ms::MakeFinding("MG-YARA-X", modelgate::core::Severity::kHigh, "m", 4, "inner"));
   scan.findings.push_back(ms::MakeFinding("MG-YARA-Y", modelgate::core::Severity::kHigh, "m", 4));
   mi::AddTextRegions(src, scan);
   CHECK(scan.findings[0].line == 2);
@@ -172,7 +186,8 @@ TEST_CASE("text region: AddTextRegions only for text-like files' own bytes", "[s
   }
   ms::FileScan lfs;
   lfs.format = ms::Format::kLfsPointer;
-  lfs.findings.push_back(ms::MakeFinding("MG-FMT-LFS-POINTER", modelgate::core::Severity::kHigh, "m", 0));
+  lfs.findings.push_back(
+      ms::MakeFinding("MG-FMT-LFS-POINTER", modelgate::core::Severity::kHigh, "m", 0));
   mi::AddTextRegions(src, lfs);
   CHECK(lfs.findings[0].line == 1);
   CHECK(lfs.findings[0].column == 1);
