@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "modelgate/scanner.h"
@@ -145,6 +146,14 @@ class Scanner {
   void YaraPickle(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
                   const Place& at, std::pair<size_t, size_t> findings) {
     if (!opts_.yara) return;
+    // The import finding of each flagged global (one per name: folded).
+    std::unordered_map<std::string, size_t> import_findings;
+    for (size_t k = findings.first; k < findings.second; ++k) {
+      const Finding& f = out_.findings[k];
+      if (f.id == "MG-PK-CRITICAL-IMPORT" || f.id == "MG-PK-UNKNOWN-IMPORT") {
+        import_findings.try_emplace(f.global, k);
+      }
+    }
     uint64_t covered = 0;
     for (const PickleStream& st : a.streams) {
       if (st.depth != 0 || st.offset < base || st.end < st.offset) continue;
@@ -157,17 +166,13 @@ class Scanner {
       } else {
         std::vector<YaraHit> hits;
         opts_.yara->ScanHits(stream, "pickle", &hits, st.offset);
-        FoldYara(a, stream, st.offset, findings, &hits);
+        FoldYara(a, stream, st.offset, import_findings, &hits);
         for (auto& h : hits) out_.findings.push_back(Placed(std::move(h.finding), at));
       }
       covered = std::max(covered, from + n);
     }
     if (YaraAll() && covered < bytes.size()) Yara(bytes.subspan(covered), "data", at, base + covered);
   }
-
-  // kYaraFoldMaxBytes: a stream longer than this keeps every YARA finding
-  // on its own (folding scans a copy of the stream).
-  static constexpr uint64_t kYaraFoldMaxBytes = 16ull << 20;
 
   // FoldYara removes from `hits` (rules matched over `bytes`, a top-level
   // stream of `a`, which start at offset `base`) each one that sees the
@@ -180,7 +185,8 @@ class Scanner {
   // records only a string's first match: the rescan shows there is no other
   // outside them). A rule that matched anything else is reported on its own.
   void FoldYara(const PickleAnalysis& a, std::span<const uint8_t> bytes, uint64_t base,
-                std::pair<size_t, size_t> findings, std::vector<YaraHit>* hits) {
+                const std::unordered_map<std::string, size_t>& import_findings,
+                std::vector<YaraHit>* hits) {
     struct Cover {
       uint64_t begin, end;
       size_t finding;  // index in out_.findings
@@ -193,13 +199,8 @@ class Scanner {
           imp.span_begin < base || imp.span_end - base > bytes.size()) {
         continue;
       }
-      const std::string name = imp.FullName();
-      for (size_t k = findings.first; k < findings.second; ++k) {
-        const Finding& f = out_.findings[k];
-        if (f.global == name && (f.id == "MG-PK-CRITICAL-IMPORT" || f.id == "MG-PK-UNKNOWN-IMPORT")) {
-          covers.push_back({imp.span_begin, imp.span_end, k});
-          break;
-        }
+      if (auto it = import_findings.find(imp.FullName()); it != import_findings.end()) {
+        covers.push_back({imp.span_begin, imp.span_end, it->second});
       }
     }
     if (covers.empty() || hits->empty()) return;

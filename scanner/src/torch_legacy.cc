@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "pickle_opcodes.h"
@@ -425,15 +426,14 @@ std::optional<uint64_t> TorchLegacyStoragesEnd(std::span<const uint8_t> bytes, u
   // persistent_load keeps the first id of each key; element sizes by the
   // storage type's name (UnpicklerWrapper.find_class -> StorageType).
   const uint32_t object_stream = static_cast<uint32_t>(top[3] - a.streams.data());
-  auto element_bytes = [&](std::string_view key) -> uint64_t {
-    for (const auto& t : a.torch_storages) {
-      if (t.stream == object_stream && t.key == key) return ElementBytes(t.storage_type);
-    }
-    return 0;  // `assert key in deserialized_objects` fails
-  };
+  std::unordered_map<std::string_view, uint64_t> element_bytes;
+  for (const auto& t : a.torch_storages) {
+    if (t.stream == object_stream) element_bytes.try_emplace(t.key, ElementBytes(t.storage_type));
+  }
   uint64_t p = top[4]->end - base;  // <= bytes.size(): checked by slice
   for (std::string_view key : *keys) {
-    const uint64_t elem = element_bytes(key);
+    auto it = element_bytes.find(key);  // absent: `assert key in deserialized_objects` fails
+    const uint64_t elem = it == element_bytes.end() ? 0 : it->second;
     if (elem == 0 || bytes.size() - p < 8) return std::nullopt;
     const uint64_t numel = Le64(bytes, p);
     uint64_t nbytes = 0;

@@ -40,6 +40,12 @@ inline constexpr int kYaraScanTimeoutSeconds = 10;
 inline constexpr uint64_t kYaraChunkBytes = 64ull << 20;
 inline constexpr uint64_t kYaraChunkOverlapBytes = 64ull << 10;
 
+// kYaraFoldMaxBytes: a pickle stream longer than this keeps every YARA
+// finding on its own, never folded into an import finding as the same cause
+// (folding rescans a copy of the stream; judge.h FoldYara). Real pickles
+// that import code are small; tensor data sits in other members.
+inline constexpr uint64_t kYaraFoldMaxBytes = 16ull << 20;
+
 // kYaraScopeVariable is the external string variable every rule may test to
 // learn what it is looking at: "header" (a safetensors JSON header),
 // "metadata" (one decoded __metadata__ entry), "pickle" (one pickle stream),

@@ -120,6 +120,23 @@ TEST_CASE("fold: a rule more severe than the built-in finding is never folded", 
   }
 }
 
+TEST_CASE("fold: kYaraFoldMaxBytes: a stream of N bytes folds and one of N+1 does not", "[yara][fold][limits]") {
+  // os.system, then a BINBYTES literal that pads the stream to `total`.
+  auto padded = [](uint64_t total) {
+    const std::string head = "cos\nsystem\n(S'id'\ntR0B";
+    const uint64_t pad = total - head.size() - 4 - 1;
+    return head + U32(static_cast<uint32_t>(pad)) + std::string(pad, 'a') + ".";
+  };
+  const std::string at = padded(sc::kYaraFoldMaxBytes), past = padded(sc::kYaraFoldMaxBytes + 1);
+  REQUIRE(at.size() == sc::kYaraFoldMaxBytes);
+  auto s = Scan(at);
+  CHECK(Count(s, kYaraGlobal) == 0);
+  CHECK(Only(s, "MG-PK-CRITICAL-IMPORT").corroborated_by == std::vector<std::string>{kYaraGlobal});
+  s = Scan(past);
+  CHECK(Count(s, kYaraGlobal) == 1);
+  CHECK(Only(s, "MG-PK-CRITICAL-IMPORT").corroborated_by.empty());
+}
+
 // UstarOne is a tar holding one regular member "payload" with `data`.
 std::string UstarOne(const std::string& data) {
   std::string tar(512, '\0');
