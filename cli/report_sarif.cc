@@ -264,6 +264,8 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
       if (fd.member_offset != core::kNoOffset) props["member_offset"] = fd.member_offset;
       if (!fd.opcode.empty()) props["opcode"] = fd.opcode;
       if (!fd.global.empty()) props["global"] = fd.global;
+      // As in the JSON report: the YARA ids folded into this finding.
+      if (!fd.corroborated_by.empty()) props["corroborated_by"] = fd.corroborated_by;
       props["format"] = std::string(scanner::FormatName(s.format));
       props["verdict"] = VerdictName(f.verdict);
       r["properties"] = std::move(props);

@@ -219,7 +219,7 @@ def check_sarif(doc, cwd, json_report, expect_success, level="warning"):
         eq(r["properties"].get("security-severity"), SEVERITY_SCORE.get(fd["severity"]),
            "result security-severity")
         check(fd["message"] in r["message"]["text"], "message text carries the finding's message")
-        for key in ("offset", "member", "member_bytes", "member_offset"):
+        for key in ("offset", "member", "member_bytes", "member_offset", "corroborated_by"):
             eq(r["properties"].get(key), fd.get(key), f"properties.{key}")
         locs = r.get("locations", [])
         check(len(locs) >= 1, "every result has a location (GitHub rejects one without)")
@@ -296,6 +296,12 @@ def pickle_with_os_system(d):
     check(crit, f"critical import reported: {[r['ruleId'] for r in results]}")
     check("os.system" in crit[0]["message"]["text"] or "posix.system" in crit[0]["message"]["text"],
           "message names the import")
+    # The shipped YARA rule that sees the same import is evidence on the
+    # built-in finding, not a second alert.
+    check(crit[0]["properties"].get("corroborated_by"),
+          f"YARA corroboration listed: {crit[0]['properties']}")
+    check(not any(r["ruleId"].startswith("MG-YARA-PICKLE-CODE") for r in results),
+          "no second result for the same import")
     rule = [x for x in doc["runs"][0]["tool"]["driver"]["rules"] if x["id"] == "MG-PK-CRITICAL-IMPORT"][0]
     eq(rule["properties"]["security-severity"], "9.5", "critical score")
 
