@@ -1,4 +1,4 @@
-// The one place outcomes become exit codes (../shared/DESIGN.md contract).
+// The one place outcomes become exit codes (the contract in README.md, "Using it").
 #pragma once
 
 namespace modelgate::cli {

@@ -160,15 +160,6 @@ ALLOWED = {
     "tests/sarif/schemas/README.txt": "says where the copies came from",
     "tests/docs/standalone_test.py": "this test",
 }
-# Comments in files other issue-10 helpers own (cli/: H-A, scanner/: H-B),
-# left for them; the run names those still there, and those fixed (then drop
-# the entry).
-PENDING = {
-    "cli/exit_code.h": "H-A (cli/)",
-    "scanner/include/modelgate/scanner.h": "H-B (scanner/)",
-}
-
-
 def repository_files():
     p = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others",
                         "--exclude-standard"], capture_output=True)
@@ -196,19 +187,16 @@ def nothing_points_outside_the_repository(d):
             text = f.read().decode("utf-8", "replace")
         for i, line in enumerate(text.splitlines(), 1):
             if OUTSIDE.search(line):
-                if rel in ALLOWED or rel in PENDING:
+                if rel in ALLOWED:
                     matched.add(rel)
                 else:
                     bad.append(f"{rel}:{i}: {line.strip()}")
     if bad:
         raise AssertionError("files that send readers to notes outside the repository "
                              "(point them at docs/ instead):\n  " + "\n  ".join(bad))
-    for rel, owner in sorted(PENDING.items()):
-        if rel in matched:
-            print(f"note: {rel} still points outside the repository (left to {owner})")
-        else:
-            print(f"note: {rel} is fixed: remove it from PENDING")
-
+    stale = sorted(set(ALLOWED) - matched)
+    if stale:
+        raise AssertionError("ALLOWED names files that no longer mention ../shared: " + ", ".join(stale))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 // modelgate scanner: format detection and static analysis of model files:
 // the core safetensors rules, the pickle machine, containers (zip, npy/npz)
-// and polyglot checks (see ../shared/DESIGN.md). Nothing here executes or
+// and polyglot checks (docs/loader-models.md). Nothing here executes or
 // imports what it reads.
 #pragma once
 
