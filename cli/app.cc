@@ -562,6 +562,12 @@ std::string Reworded(const CLI::ParseError& e) {
     return "option " + m.substr(0, colon) + " needs a value (" +
            m.substr(type_at, m.size() - tail.size() - type_at) + ")";
   }
+  // CLI11: "--policy: At Most 1 required but received 2" (a single-valued
+  // option given twice: refused, never "the last one wins").
+  const size_t at_most = m.find(": At Most 1 required but received ");
+  if (at_most != std::string::npos) {
+    return "option " + core::EscapeControls(m.substr(0, at_most)) + " given more than once";
+  }
   // CLI11: "Could not convert: --no-yara = maybe" (a flag given a value).
   const std::string kConvert = "Could not convert: ";
   const size_t eq = m.find(" = ");

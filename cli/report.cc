@@ -47,7 +47,7 @@ Summary Summarize(const std::vector<FileReport>& files) {
 std::string SummaryLine(const Summary& s) {
   return std::to_string(s.files) + (s.files == 1 ? " file: " : " files: ") +
          std::to_string(s.passed) + " passed, " + std::to_string(s.rejected) + " rejected, " +
-         std::to_string(s.errors) + " errors";
+         std::to_string(s.errors) + (s.errors == 1 ? " error" : " errors");
 }
 
 std::string DisplayPath(const std::string& path) {

@@ -180,6 +180,12 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
       {{"scan", "-o"},
        "modelgate: scan: option --output needs a value (FILE); run 'modelgate scan --help' for "
        "usage\n"},
+      {{"scan", "--policy", "a.yaml", "--policy=b.yaml", "x"},
+       "modelgate: scan: option --policy given more than once; run 'modelgate scan --help' for "
+       "usage\n"},
+      {{"scan", "--fail-on", "critical", "--fail-on", "info", "x"},
+       "modelgate: scan: option --fail-on given more than once; run 'modelgate scan --help' for "
+       "usage\n"},
       {{"policy", "lnit", "p.yaml"},
        "modelgate: policy: unknown command 'policy lnit' (did you mean lint?); run 'modelgate "
        "policy --help' for usage\n"},

@@ -88,6 +88,7 @@ def hook_definitions(d):
     eq(sorted(hooks), ["modelgate-check", "modelgate-scan"], "hook ids")
     eq(hooks["modelgate-scan"]["entry"], "modelgate scan", "scan entry")
     eq(hooks["modelgate-check"]["entry"], "modelgate check", "check entry")
+    eq(hooks["modelgate-scan"].get("args"), ["--"], "scan args end options")
     pattern = re.compile(hooks["modelgate-scan"]["files"])
     for name in ("m.safetensors", "a/b/pytorch_model.bin", "x.PT", "y.pkl", "w.npz", "q.gguf",
                  "m.onnx", "k.h5", "z.joblib", "c.ckpt", "d.tar.gz", "flax_model.msgpack"):
@@ -179,15 +180,23 @@ def lfs_pointer_without_lfs_fails(d):
 
 
 @test
-def leading_dash_file_name_fails_closed(d):
+def file_named_like_an_option_is_judged_as_a_file(d):
+    # The hooks' args end with `--`: a committed `--output=victim.json` is a
+    # path, not an option that would send the report over victim.json.
     env = env_for(d)
     hooks, _ = hooks_repo(d, env)
     repo = work_repo(d, env)
-    write(repo, "-f.safetensors", GOOD)
-    git(env, repo, "add", "--", "-f.safetensors")
+    write(repo, "victim.json", '{"keep": true}\n')
+    write(repo, "--output=victim.json", HOSTILE)
+    write(repo, "-q.safetensors", HOSTILE)
+    git(env, repo, "add", "--", "victim.json", "--output=victim.json", "-q.safetensors")
     code, out, err = try_repo(env, repo, hooks, "modelgate-scan")
-    if code == 0:
-        raise AssertionError("a file named like an option passed unjudged: " + out)
+    eq(code, 1, f"hostile files named like options\n{out}{err}")
+    for name in ("--output=victim.json", "-q.safetensors"):
+        if not re.search(re.escape(name) + r":\d+: MG-", out):
+            raise AssertionError(f"{name} was not judged as a file: {out}")
+    with open(os.path.join(repo, "victim.json")) as f:
+        eq(f.read(), '{"keep": true}\n', "victim.json untouched")
 
 
 @test
