@@ -85,9 +85,20 @@ std::string FindingLine(const std::string& path, const scanner::Finding& fd, boo
   }
   // Messages hold names the scanner may not have quoted (and YARA ids come
   // from rule files): nothing in them may reach the terminal raw.
-  return out + ": " + Paint(color, fd.severity) + core::EscapeControls(fd.id) + " (" +
+  out += std::string(": ") + Paint(color, fd.severity) + core::EscapeControls(fd.id) + " (" +
          std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " +
-         core::EscapeControls(fd.message) + "\n";
+         core::EscapeControls(fd.message);
+  // YARA rules folded into this finding (one finding per cause): named as
+  // evidence, not counted again.
+  if (!fd.corroborated_by.empty()) {
+    out += " [also ";
+    for (size_t i = 0; i < fd.corroborated_by.size(); ++i) {
+      if (i > 0) out += ", ";
+      out += core::EscapeControls(fd.corroborated_by[i]);
+    }
+    out += "]";
+  }
+  return out + "\n";
 }
 
 std::string RenderText(const Report& report, bool color) {

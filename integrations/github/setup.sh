@@ -19,6 +19,18 @@ fail() {
 [ -n "${GITHUB_OUTPUT:-}" ] || fail "GITHUB_OUTPUT is not set (run this as a step of action.yml)"
 [ -n "${GITHUB_ACTION_PATH:-}" ] || fail "GITHUB_ACTION_PATH is not set (run this as a step of action.yml)"
 
+# SARIF rules link to docs/findings/ID.md (helpUri). A build made here points
+# them at this action's own repository and ref, when GitHub names them
+# (github.action_repository, github.action_ref) and they are plain names;
+# else the build keeps its default (see MG_DOCS_BASE_URI in cli/CMakeLists.txt).
+docs_base=""
+repo_re='^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$'
+ref_re='^[A-Za-z0-9_./-]+$'
+if [[ "${MG_ACTION_REPOSITORY:-}" =~ $repo_re && "${MG_ACTION_REF:-}" =~ $ref_re &&
+      "${MG_ACTION_REF:-}" != *..* ]]; then
+  docs_base="https://github.com/$MG_ACTION_REPOSITORY/blob/$MG_ACTION_REF/docs/findings/"
+fi
+
 if [ -n "${MODELGATE_BIN:-}" ]; then
   bin="$MODELGATE_BIN"
   case "$bin" in /*) ;; *) bin="$PWD/$bin" ;; esac
@@ -30,7 +42,8 @@ else
   [ -n "${MG_BUILD_DIR:-}" ] || fail "MG_BUILD_DIR is not set"
   bash "$GITHUB_ACTION_PATH/ci/install-deps.sh"
   cmake -S "$GITHUB_ACTION_PATH" -B "$MG_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DMG_BUILD_TESTS=OFF -DMG_BUILD_BENCH=OFF >/dev/null
+    -DMG_BUILD_TESTS=OFF -DMG_BUILD_BENCH=OFF ${docs_base:+"-DMG_DOCS_BASE_URI=$docs_base"} >/dev/null
+  [ -z "$docs_base" ] || echo "modelgate: SARIF help links under $docs_base"
   cmake --build "$MG_BUILD_DIR" --target modelgate -j "$(nproc)"
   bin="$MG_BUILD_DIR/cli/modelgate"
 fi

@@ -45,7 +45,7 @@ TEST_CASE("rows count findings most severe first, and SIGNATURE only when someth
   CHECK(lines[0].find("SIGNATURE") == std::string::npos);
   CHECK(lines[1].find("REJECT   pickle  2.0 KiB        -  1 critical, 2 medium  a.pkl") == 0);
   CHECK(lines[5].find("ERROR    pickle  2.0 KiB        -  -                     b.pkl") == 0);
-  CHECK(lines.back() == "2 files: 0 passed, 1 rejected, 1 errors");
+  CHECK(lines.back() == "2 files: 0 passed, 1 rejected, 1 error");
 
   r.files[1].signature.status = "untrusted";
   lines = Lines(mc::RenderText(r, false));
@@ -199,4 +199,18 @@ TEST_CASE("the signature column says what was established: a key only for a vali
   CHECK(below.find("signed by") == std::string::npos);
   CHECK(Lines(row("missing", {}, {}))[1].find("  missing  ") != std::string::npos);
   CHECK(Lines(row("not-checked", {}, {}))[0].find("SIGNATURE") == std::string::npos);
+}
+
+TEST_CASE("a YARA rule folded into a finding is named on its line, once, and not counted") {
+  mc::Report report;
+  report.files.push_back(File("m.pkl", mc::Verdict::kReject, {Severity::kCritical}));
+  auto& fd = report.files[0].scan.findings[0];
+  fd.corroborated_by = {"MG-YARA-PICKLE-CODE-EXECUTION-GLOBAL", "MG-YARA-\x1b[2J"};
+  report.summary = mc::Summarize(report.files);
+  const auto lines = Lines(mc::RenderText(report, /*color=*/false));
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[1].find("1 critical") != std::string::npos);
+  CHECK(lines[2] ==
+        "  m.pkl: MG-TEST-X (critical): m [also MG-YARA-PICKLE-CODE-EXECUTION-GLOBAL, "
+        "MG-YARA-\\x1b[2J]");
 }

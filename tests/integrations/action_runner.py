@@ -31,6 +31,8 @@ def evaluate(text, ctx):
             return ctx["runner_temp"]
         if e == "github.action_path":
             return ROOT
+        if e in ("github.action_repository", "github.action_ref"):
+            return ctx["github"].get(parts[1], "")
         if len(parts) == 4 and parts[0] == "steps" and parts[2] == "outputs":
             return ctx["steps"].get(parts[1], {}).get(parts[3], "")
         raise AssertionError(f"expression the test does not know: {e!r}")
@@ -58,7 +60,7 @@ def parse_output_file(path):
     return out
 
 
-def run_action(mg, workspace, inputs=None, job_env=None):
+def run_action(mg, workspace, inputs=None, job_env=None, github=None):
     """Runs the action's steps in `workspace` with MODELGATE_BIN=mg. Returns
     (exit code, outputs, stdout+stderr)."""
     spec = ACTION["inputs"]
@@ -67,7 +69,8 @@ def run_action(mg, workspace, inputs=None, job_env=None):
         if k not in spec:
             raise AssertionError(f"test passes unknown input {k!r}")
     ctx = {"inputs": {k: str(given.get(k, v.get("default", ""))) for k, v in spec.items()},
-           "runner_temp": os.path.join(workspace, "..", "runner-temp"), "steps": {}}
+           "runner_temp": os.path.join(workspace, "..", "runner-temp"), "steps": {},
+           "github": dict(github or {})}
     os.makedirs(ctx["runner_temp"], exist_ok=True)
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": workspace, "CI": "true",
             "GITHUB_ACTIONS": "true", "GITHUB_ACTION_PATH": ROOT,

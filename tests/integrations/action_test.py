@@ -157,6 +157,54 @@ def fail_on_moves_the_bar(d):
     eq(outputs["exit-code"], "2", "exit-code output")
 
 
+FAKE_CMAKE = """#!/bin/bash
+# Records each call; `--build` makes DIR/cli/modelgate the real program.
+printf '%s\\n' "$@" >>"$FAKE_CMAKE_LOG"
+printf -- '--\\n' >>"$FAKE_CMAKE_LOG"
+if [ "$1" = --build ]; then mkdir -p "$2/cli" && ln -sf "$REAL_MG" "$2/cli/modelgate"; fi
+"""
+
+
+def build_branch_cmake_args(d, github):
+    """Runs the action with no MODELGATE_BIN, so setup builds, with a cmake
+    on PATH that records its arguments; returns (exit code, arguments, log)."""
+    ws = os.path.join(d, "ws")
+    write(ws, "models/good.safetensors", GOOD)
+    fake = os.path.join(d, "fakebin")
+    write(fake, "cmake", FAKE_CMAKE)
+    os.chmod(os.path.join(fake, "cmake"), 0o755)
+    log_file = os.path.join(d, "cmake.log")
+    env = {"PATH": fake + ":" + os.environ.get("PATH", "/usr/bin:/bin"), "MODELGATE_BIN": "",
+           "FAKE_CMAKE_LOG": log_file, "REAL_MG": os.path.abspath(MG)}
+    code, _, log = action_runner.run_action(MG, ws, {"path": "models"}, env, github)
+    with open(log_file) as f:
+        return code, f.read().split("\n"), log
+
+
+@test
+def built_program_links_help_to_the_actions_own_repository(d):
+    code, args, log = build_branch_cmake_args(
+        d, {"action_repository": "acme/model-gate", "action_ref": "0123456789abcdef"})
+    eq(code, 0, "exit\n" + log)
+    want = "-DMG_DOCS_BASE_URI=https://github.com/acme/model-gate/blob/0123456789abcdef/docs/findings/"
+    if want not in args:
+        raise AssertionError(f"cmake not given {want}: {args}")
+
+
+@test
+def odd_repository_or_ref_keeps_the_default_help_links(d):
+    for n, github in enumerate(({"action_repository": "acme/x;touch /tmp/p", "action_ref": "v1"},
+                                {"action_repository": "acme/x", "action_ref": "../../evil"},
+                                {"action_repository": "acme/x", "action_ref": "v1\n-DX=1"},
+                                {})):
+        sub = os.path.join(d, str(n))
+        os.makedirs(sub)
+        code, args, log = build_branch_cmake_args(sub, github)
+        eq(code, 0, f"exit with {github}\n{log}")
+        bad = [a for a in args if a.startswith("-DMG_DOCS_BASE_URI") or a.startswith("-DX")]
+        eq(bad, [], f"cmake arguments with {github}")
+
+
 @test
 def policy_gates_signatures(d):
     ws = os.path.join(d, "ws")
