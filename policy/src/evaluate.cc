@@ -173,7 +173,7 @@ Verdict Evaluate(const Policy& policy, const scanner::FileScan& scan,
                                        "invalid: " + verify->reason.message));
   } else if (policy.signatures_required) {
     std::string need = "the policy requires " + std::to_string(policy.threshold) +
-                       " trusted signature(s)";
+                       (policy.threshold == 1 ? " trusted signature" : " trusted signatures");
     if (!verify) {
       v.signature_status = "missing";
       v.findings.push_back(PolicyFinding(

@@ -48,8 +48,10 @@ std::vector<Finding> PickleFindings(const PickleAnalysis& a) {
     f.id = "MG-PK-PICKLE-FORMAT";
     f.severity = Severity::kMedium;
     f.offset = a.streams.front().offset;
-    f.message = "pickle format; prefer safetensors (" + std::to_string(a.streams.size()) +
-                " pickle stream(s), protocol " + std::to_string(a.streams.front().protocol) + ")";
+    const size_t n = a.streams.size();
+    f.message = "pickle format; prefer safetensors (" + std::to_string(n) +
+                (n == 1 ? " pickle stream" : " pickle streams") + ", protocol " +
+                std::to_string(a.streams.front().protocol) + ")";
     out.push_back(std::move(f));
   }
   // Ordered by first appearance within each id: the map key carries it.

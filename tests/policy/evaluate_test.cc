@@ -174,7 +174,7 @@ TEST_CASE("signatures: required, threshold 1", "[policy][evaluate][signatures]")
   CHECK(missing.decision == policy::Decision::kReject);
   REQUIRE(Find(missing, "MG-POLICY-SIGNATURE"));
   CHECK(Find(missing, "MG-POLICY-SIGNATURE")->finding.message ==
-        "missing: the policy requires 1 trusted signature(s); the file is not signed");
+        "missing: the policy requires 1 trusted signature; the file is not signed");
   CHECK(missing.signature_status == "missing");
 
   auto untrusted = Eval(p, st, WithStatus(signer::SigStatus::kUntrusted));
@@ -196,7 +196,7 @@ TEST_CASE("signatures: required, threshold 1", "[policy][evaluate][signatures]")
   auto none = Eval(p, Scan(scanner::Format::kGguf));
   CHECK(none.decision == policy::Decision::kReject);
   CHECK(Find(none, "MG-POLICY-SIGNATURE")->finding.message ==
-        "missing: the policy requires 1 trusted signature(s); a gguf file carries no embedded "
+        "missing: the policy requires 1 trusted signature; a gguf file carries no embedded "
         "signature");
   // Signature findings block whatever failOn says.
   CHECK(Eval(Parse("failOn: critical\nsignatures:\n  required: true\n" + Keys(1)), st,
@@ -210,7 +210,7 @@ TEST_CASE("signatures: threshold 2 needs two distinct trusted keys", "[policy][e
   auto one = Eval(p, st, Verified({1}));
   CHECK(one.decision == policy::Decision::kReject);
   CHECK(Find(one, "MG-POLICY-SIGNATURE")->finding.message ==
-        "untrusted: the policy requires 2 trusted signature(s); 1 of 2 distinct trusted keys "
+        "untrusted: the policy requires 2 trusted signatures; 1 of 2 distinct trusted keys "
         "signed");
   CHECK(Eval(p, st, Verified({1, 1})).decision == policy::Decision::kReject);
   CHECK(Eval(p, st, Verified({1, 7})).decision == policy::Decision::kReject);
