@@ -8,7 +8,7 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2 zlib1g-dev
   libbz2-dev liblzma-dev libyaml-cpp-dev libcli11-dev
-  pre-commit shellcheck openssl strace
+  pre-commit shellcheck openssl strace groff-base zsh
 )
 
 missing=()
