@@ -1,7 +1,6 @@
 #include "stdin_spool.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -72,18 +71,13 @@ core::Result<core::OpenedFile> SpoolToTempFile(int in_fd, uint64_t max_bytes) {
                         std::strerror(errno));
     }
   }
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != total) {
+  const int fd = file.fd;
+  file.fd = -1;  // AdoptRegularFile owns it now, closing it on error
+  auto adopted = core::AdoptRegularFile(fd);
+  if (!adopted.ok() || adopted.value().size != total) {
     return SpoolError("the temporary copy does not hold what was read");
   }
-  file.size = total;
-  file.dev = static_cast<uint64_t>(st.st_dev);
-  file.ino = static_cast<uint64_t>(st.st_ino);
-  file.mtime_sec = static_cast<int64_t>(st.st_mtim.tv_sec);
-  file.mtime_nsec = static_cast<int64_t>(st.st_mtim.tv_nsec);
-  file.ctime_sec = static_cast<int64_t>(st.st_ctim.tv_sec);
-  file.ctime_nsec = static_cast<int64_t>(st.st_ctim.tv_nsec);
-  return file;
+  return adopted;
 }
 
 }  // namespace modelgate::cli

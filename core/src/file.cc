@@ -53,6 +53,10 @@ Result<OpenedFile> OpenRegularFile(const std::string& path, bool follow_symlink)
     }
     return Error{Code::kIoOpen, kNoOffset, std::string("cannot open: ") + std::strerror(err)};
   }
+  return AdoptRegularFile(fd);
+}
+
+Result<OpenedFile> AdoptRegularFile(int fd) {
   OpenedFile f;
   f.fd = fd;
   struct stat st {};

@@ -14,7 +14,6 @@ installs them).
 import hashlib
 import json
 import os
-import pty
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from mgtest import eq, main, st_bytes, test  # noqa: E402
+from mgtest import run_on_tty as mgtest_run_on_tty  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
 BUILD = os.path.abspath(sys.argv[2])
@@ -180,21 +180,8 @@ def dash_reads_standard_input_for_scan_and_inspect(d):
 
 def run_on_tty(*args, env=None):
     """Runs modelgate with stdout on a pseudo-terminal."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen([MG, *args], stdout=slave, stderr=subprocess.PIPE, env=env)
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    p.wait(timeout=60)
-    os.close(master)
-    return p.returncode, out.decode("utf-8", "replace")
+    code, out = mgtest_run_on_tty([MG, *args], env=env)
+    return code, out.decode("utf-8", "replace")
 
 
 @test

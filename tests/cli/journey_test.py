@@ -8,13 +8,12 @@ Standard library only.
 """
 import json
 import os
-import pty
 import re
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from mgtest import eq, main, st_bytes, test  # noqa: E402
+from mgtest import eq, main, run_on_tty, st_bytes, test  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
 SRC = os.path.abspath(sys.argv[2])
@@ -114,21 +113,7 @@ def policy_lint_writes_only_to_stderr(d):
 
 
 def on_tty(args, env):
-    master, slave = pty.openpty()
-    p = subprocess.Popen([MG, *args], stdout=slave, stderr=subprocess.DEVNULL, env=env)
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    p.wait(timeout=60)
-    os.close(master)
-    return out
+    return run_on_tty([MG, *args], env=env)[1]
 
 
 @test

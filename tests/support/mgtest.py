@@ -47,6 +47,28 @@ def main(prefix="mg-test-"):
     return 1 if failed or not passed else 0
 
 
+def run_on_tty(argv, env=None, timeout=60):
+    """Runs argv with stdout on a pseudo-terminal (stderr discarded);
+    returns (exit code, stdout bytes)."""
+    import pty
+    import subprocess
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv, stdout=slave, stderr=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO once the program has exited and closed its end
+            break
+        if not chunk:
+            break
+        out += chunk
+    p.wait(timeout=timeout)
+    os.close(master)
+    return p.returncode, out
+
+
 def st_bytes(header, data=b"", trailing=b""):
     """A safetensors file laid out like the reference writer (space padded)."""
     h = json.dumps(header, separators=(",", ":")).encode()

@@ -286,6 +286,9 @@ struct OpenedFile {
 // O_NOFOLLOW when `follow_symlink` is false) and fstats it; only regular
 // files are accepted.
 Result<OpenedFile> OpenRegularFile(const std::string& path, bool follow_symlink);
+// AdoptRegularFile takes ownership of the open descriptor `fd` (closed on
+// error too) and fstats it as OpenRegularFile does: only a regular file.
+Result<OpenedFile> AdoptRegularFile(int fd);
 // CheckUnchanged fstats `file.fd` again and compares dev, ino, size, mtime
 // and ctime (with nanoseconds) with the open's: a file written, truncated
 // or touched since then is kIoChanged, the message naming what changed
