@@ -212,7 +212,10 @@ class Scanner {
       if (hit.matches.empty()) continue;
       std::vector<size_t> into;
       bool all = true;
-      for (const auto& [mb, me] : hit.matches) {
+      for (const auto& match : hit.matches) {
+        // Not a structured binding: clang 14 cannot capture one in a lambda.
+        const auto mb = match.first;
+        const auto me = match.second;
         auto c = std::find_if(covers.begin(), covers.end(), [&](const Cover& x) {
           return x.begin <= mb && me <= x.end &&
                  out_.findings[x.finding].severity <= hit.finding.severity;  // lower = more severe
