@@ -50,6 +50,8 @@ std::vector<const scanner::Finding*> WithId(const scanner::FileScan& s, const st
   }
   return out;
 }
+// Pointers into a temporary scan would dangle past the full expression.
+std::vector<const scanner::Finding*> WithId(scanner::FileScan&&, const std::string&) = delete;
 
 // Where the fifth pickle of torch-legacy-dtypes.pt ends (pickletools), and
 // the file's size: the storages fill the bytes between.
@@ -92,7 +94,8 @@ TEST_CASE("legacy storages torch cannot read leave the bytes unexplained", "[loa
   SECTION("the last storage is cut short") {
     auto bytes = ReadAll(kDtypes);
     bytes.pop_back();
-    auto t = WithId(Scan(bytes), "MG-PK-TRAILING-DATA");
+    const auto scan = Scan(bytes);
+    auto t = WithId(scan, "MG-PK-TRAILING-DATA");
     REQUIRE(t.size() == 1);
     CHECK(t[0]->offset == kDtypesPicklesEnd);
   }
@@ -102,7 +105,8 @@ TEST_CASE("legacy storages torch cannot read leave the bytes unexplained", "[loa
     auto at = std::search(bytes.begin() + 736, bytes.begin() + kDtypesPicklesEnd, key.begin(), key.end());
     REQUIRE(at != bytes.begin() + kDtypesPicklesEnd);
     *at = '8';
-    auto t = WithId(Scan(bytes), "MG-PK-TRAILING-DATA");
+    const auto scan = Scan(bytes);
+    auto t = WithId(scan, "MG-PK-TRAILING-DATA");
     REQUIRE(t.size() == 1);
     CHECK(t[0]->offset == kDtypesPicklesEnd);
   }
@@ -110,7 +114,8 @@ TEST_CASE("legacy storages torch cannot read leave the bytes unexplained", "[loa
     auto bytes = ReadAll(kDtypes);
     REQUIRE(bytes[4] == 0x6c);  // PROTO 2, LONG1 10: the magic's low byte
     bytes[4] = 0x6d;
-    auto t = WithId(Scan(bytes), "MG-PK-TRAILING-DATA");
+    const auto scan = Scan(bytes);
+    auto t = WithId(scan, "MG-PK-TRAILING-DATA");
     REQUIRE(t.size() == 1);
     CHECK(t[0]->offset == kDtypesPicklesEnd);
   }
