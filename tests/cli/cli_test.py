@@ -19,7 +19,7 @@ import sys
 import termios
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from mgtest import eq, main, st_bytes, test  # noqa: E402
+from mgtest import eq, main, run_text, st_bytes, test, write  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
 
@@ -38,21 +38,12 @@ PICKLE = b"\x80\x04\x95\x0e\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x8c\x06system\
 
 
 def run(*args, env=None, timeout=30):
-    p = subprocess.run([MG, *args], capture_output=True, timeout=timeout, env=env)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    return run_text([MG, *args], env=env, timeout=timeout)
 
 
 def scan_json(*args):
     code, out, err = run("scan", "-f", "json", *args)
     return code, json.loads(out), err
-
-
-def write(d, name, data):
-    path = os.path.join(d, name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
 
 
 @test

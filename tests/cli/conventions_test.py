@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from mgtest import eq, main, st_bytes, test  # noqa: E402
+from mgtest import eq, main, run_text, st_bytes, test, write  # noqa: E402
 from mgtest import run_on_tty as mgtest_run_on_tty  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
@@ -40,16 +40,7 @@ POLICY = b"apiVersion: modelgate/v1\nkind: Policy\nfailOn: high\n"
 
 
 def run(*args, env=None, stdin=b"", cwd=None):
-    p = subprocess.run([MG, *args], capture_output=True, timeout=60, env=env, input=stdin, cwd=cwd)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def write(d, name, data):
-    path = os.path.join(d, name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
+    return run_text([MG, *args], env=env, stdin=stdin, cwd=cwd)
 
 
 def squeezed(text):

@@ -9,11 +9,10 @@ Standard library only.
 import json
 import os
 import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from mgtest import eq, main, run_on_tty, st_bytes, test  # noqa: E402
+from mgtest import eq, main, run_on_tty, run_text, st_bytes, test, write  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
 SRC = os.path.abspath(sys.argv[2])
@@ -25,16 +24,7 @@ OS_SYSTEM = b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03.
 
 
 def run(*args, stdin=b"", env=None, cwd=None):
-    p = subprocess.run([MG, *args], capture_output=True, input=stdin, timeout=120, env=env, cwd=cwd)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def write(d, name, data):
-    path = os.path.join(d, name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data if isinstance(data, bytes) else data.encode())
-    return path
+    return run_text([MG, *args], env=env, stdin=stdin, cwd=cwd, timeout=120)
 
 
 def model_repo(d):

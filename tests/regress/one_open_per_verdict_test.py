@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from mgtest import eq, main, st_bytes, test  # noqa: E402
+from mgtest import eq, main, run_text, st_bytes, test, write  # noqa: E402
 
 MG = os.path.abspath(sys.argv[1])
 STRACE = shutil.which("strace")
@@ -37,17 +37,8 @@ UNKNOWN_IMPORT = b"\x80\x02cmylib.layers\nDense\nq\x00."
 OPEN_CALL = re.compile(r'^(?:\d+ +)?(open|openat|openat2|creat)\((?:[A-Z_]+|\d+), "([^"]*)", ([^,)]*)')
 
 
-def write(d, name, data):
-    path = os.path.join(d, name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
-
-
 def run(*args):
-    p = subprocess.run([MG, *args], capture_output=True, timeout=60)
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    return run_text([MG, *args])
 
 
 def traced(d, *args):

@@ -47,6 +47,24 @@ def main(prefix="mg-test-"):
     return 1 if failed or not passed else 0
 
 
+def write(d, name, data):
+    """Writes data (bytes, or str as UTF-8) to d/name, making directories;
+    returns the path."""
+    path = os.path.join(d, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode())
+    return path
+
+
+def run_text(argv, env=None, stdin=None, cwd=None, timeout=60):
+    """Runs argv, capturing both streams; returns (exit code, stdout, stderr)
+    decoded as UTF-8 with replacement. stdin None inherits the caller's."""
+    import subprocess
+    p = subprocess.run(argv, capture_output=True, input=stdin, timeout=timeout, env=env, cwd=cwd)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
 def run_on_tty(argv, env=None, timeout=60):
     """Runs argv with stdout on a pseudo-terminal (stderr discarded);
     returns (exit code, stdout bytes)."""
