@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -25,6 +26,13 @@ struct SignatureReport {
   // Key ids of well-formed records by keys not trusted (the text report's
   // "untrusted (key id X not trusted)"; not in the JSON report).
   std::vector<std::string> untrusted_key_ids;
+  // The kind of signature `status` is about: "embedded" (STSIG records in
+  // the file), "detached" (an OMS bundle covering it) or "" (none).
+  std::string kind;
+  // The signed model identity and version, when a signature satisfied the
+  // check ("" / nullopt when none was signed; an STSIG version 0 is none).
+  std::string model;
+  std::optional<uint64_t> version;
 };
 
 // SignatureFrom fills a report's signature object from a verification:
@@ -39,6 +47,8 @@ struct FileReport {
   // The Hugging Face cache blob judged under scan.path (Target::blob); the
   // JSON `target` field. Empty for every other file.
   std::string target;
+  // SHA-256 of the whole file, when the verdict hashed it (JSON `sha256`).
+  std::optional<core::Sha256Digest> sha256;
 };
 
 struct Summary {
@@ -48,6 +58,11 @@ struct Summary {
 struct Report {
   std::vector<FileReport> files;
   Summary summary;
+  // The policy the run was judged under (check, scan --policy): its path as
+  // given and the SHA-256 of the bytes read (policy::Policy::sha256). Empty
+  // path: no policy, and no `policy` object in the reports.
+  std::string policy_path;
+  std::optional<core::Sha256Digest> policy_sha256;
 };
 
 // Judge applies the default policy: reject at or above `fail_on`; a file the

@@ -43,6 +43,15 @@ inline constexpr size_t kSniffBytes = 512;
 Format DetectFormat(std::span<const uint8_t> head, uint64_t file_size, std::string_view name);
 
 // Finding is one reported problem or fact about a file.
+// Waiver is why a finding no longer counts: a policy exception for this
+// exact file applied to it (policy::Evaluate sets it; the reports show the
+// finding as waived, SARIF as a suppressed result).
+struct Waiver {
+  std::string reason;
+  std::string expires;                              // "YYYY-MM-DD", inclusive
+  core::Severity severity = core::Severity::kInfo;  // the finding's severity before
+};
+
 struct Finding {
   std::string id;  // MG-<AREA>-<NAME>
   core::Severity severity = core::Severity::kInfo;
@@ -68,6 +77,8 @@ struct Finding {
   // offset past text_region.h's kMaxTextRegionOffsetBytes.
   uint32_t line = 0;
   uint32_t column = 0;
+  // Set when a policy exception waived the finding (it is then info).
+  std::optional<Waiver> waived;
 };
 
 // MakeFinding builds a finding for the file itself or for an archive member.
