@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
+#include "modelgate/atomic_file.h"
 #include "modelgate/core.h"
 
 namespace modelgate::core {
@@ -118,63 +120,15 @@ Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out) {
   return OkStatus();
 }
 
-}  // namespace modelgate::core
-
-namespace modelgate::core {
-namespace {
-
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
-}  // namespace
-
+// WriteFileAtomic is one AtomicOutput: no temp file outlives the process.
 Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, unsigned mode) {
-  const std::string dir = DirName(path);
   struct stat old {};
   if (::stat(path.c_str(), &old) == 0) mode = old.st_mode & 07777;
-  std::string tmpl = path + ".mg-tmp-XXXXXX";
-  int fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  if (fd < 0) {
-    return Error{Code::kIoOpen, kNoOffset,
-                 "cannot create a temp file beside " + path + ": " + std::strerror(errno)};
-  }
-  auto fail = [&](const char* what) {
-    Error e{Code::kIoRead, kNoOffset, std::string(what) + " " + tmpl + ": " + std::strerror(errno)};
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    return e;
-  };
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail("cannot write");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) return fail("cannot chmod");
-  if (::fsync(fd) != 0) return fail("cannot fsync");
-  if (::close(fd) != 0) {
-    fd = -1;
-    ::unlink(tmpl.c_str());
-    return Error{Code::kIoRead, kNoOffset, "cannot close " + tmpl + ": " + std::strerror(errno)};
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    Error e{Code::kIoOpen, kNoOffset, "cannot rename onto " + path + ": " + std::strerror(errno)};
-    ::unlink(tmpl.c_str());
-    return e;
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);  // best effort: the rename is already visible
-    ::close(dfd);
-  }
-  return OkStatus();
+  auto out = AtomicOutput::Create(path, static_cast<mode_t>(mode));
+  if (!out.ok()) return out.error();
+  AtomicOutput file = std::move(out).value();
+  if (Status s = file.Write(bytes); !s.ok()) return s;
+  return file.Commit();
 }
 
 }  // namespace modelgate::core

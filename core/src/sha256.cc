@@ -204,23 +204,32 @@ Result<Sha256Digest> HashPipelined(int fd, const ByteRange& r, size_t buffer_byt
   return h.Final();
 }
 
+// Named is `e` with `name` (when given) before its message.
+Error Named(Error e, std::string_view name) {
+  if (!name.empty()) e.message = std::string(name) + ": " + e.message;
+  return e;
+}
+
 }  // namespace
 
-Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> ranges,
-                                             const HashOptions& options) {
+Result<std::vector<Sha256Digest>> HashFdRanges(std::span<const FdRange> ranges,
+                                               const HashOptions& options) {
   std::vector<Sha256Digest> digests(ranges.size());
-  auto order = LargestFirst(ranges.size(), [&](size_t i) { return ranges[i].size_bytes; });
+  auto order = LargestFirst(ranges.size(), [&](size_t i) { return ranges[i].range.size_bytes; });
   const size_t buffer_bytes = std::max<size_t>(options.buffer_bytes, 4096);
 
   // A range holding more than half of all bytes bounds the wall time however
-  // the rest is scheduled: give it both threads (read + hash) first.
+  // the rest is scheduled: give it both threads (read + hash) first. (The
+  // sum cannot overflow for ranges of real files; saturate anyway.)
   if (!order.empty() && WorkerCount(options, 2) >= 2) {
-    const ByteRange& big = ranges[order.front()];
+    const FdRange& big = ranges[order.front()];
     uint64_t total = 0;
-    for (const auto& r : ranges) total += r.size_bytes;
-    if (big.size_bytes > total / 2 && big.size_bytes >= 4 * uint64_t{buffer_bytes}) {
-      auto d = HashPipelined(fd, big, buffer_bytes, options.progress);
-      if (!d.ok()) return d.error();
+    for (const auto& r : ranges) {
+      if (__builtin_add_overflow(total, r.range.size_bytes, &total)) total = UINT64_MAX;
+    }
+    if (big.range.size_bytes > total / 2 && big.range.size_bytes >= 4 * uint64_t{buffer_bytes}) {
+      auto d = HashPipelined(big.fd, big.range, buffer_bytes, options.progress);
+      if (!d.ok()) return Named(d.error(), big.name);
       digests[order.front()] = d.value();
       order.erase(order.begin());
     }
@@ -236,14 +245,15 @@ Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> 
     if (failed.load(std::memory_order_relaxed)) return false;
     if (buffer.size() < buffer_bytes) buffer.resize(buffer_bytes);
     Sha256Hasher h;
-    uint64_t pos = ranges[i].offset;
-    uint64_t left = ranges[i].size_bytes;
+    const int fd = ranges[i].fd;
+    uint64_t pos = ranges[i].range.offset;
+    uint64_t left = ranges[i].range.size_bytes;
     while (left > 0) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(left, buffer_bytes));
       Status s = PreadExact(fd, pos, std::span<uint8_t>(buffer.data(), n));
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(error_mu);
-        if (!first_error) first_error = s.error();
+        if (!first_error) first_error = Named(s.error(), ranges[i].name);
         failed.store(true, std::memory_order_relaxed);
         return false;
       }
@@ -258,6 +268,14 @@ Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> 
   RunQueue(order, workers, job);
   if (first_error) return *first_error;
   return digests;
+}
+
+Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> ranges,
+                                             const HashOptions& options) {
+  std::vector<FdRange> fd_ranges;
+  fd_ranges.reserve(ranges.size());
+  for (const ByteRange& r : ranges) fd_ranges.push_back({fd, r, {}});
+  return HashFdRanges(fd_ranges, options);
 }
 
 std::vector<Sha256Digest> HashSpans(std::span<const std::span<const uint8_t>> spans,

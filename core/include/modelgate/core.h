@@ -301,9 +301,9 @@ Status CheckUnchanged(const OpenedFile& file);
 // sized), any other failure kIoRead.
 Status PreadExact(int fd, uint64_t offset, std::span<uint8_t> out);
 
-// WriteFileAtomic replaces `path` with `bytes`: a temp file in the same
-// directory, fsync, rename, fsync of the directory. At any interruption the
-// old file (or no file) is what a reader sees. `mode` is used for a new
+// WriteFileAtomic replaces `path` with `bytes` through one AtomicOutput
+// (modelgate/atomic_file.h): at any interruption the old file (or no file)
+// is what a reader sees, and no temp file is left behind. `mode` is used for a new
 // file; an existing file's mode is kept.
 Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes,
                        unsigned mode = 0644);
@@ -338,7 +338,7 @@ class GuardedMapping {
 // --- hashing ---
 // SHA-256 through OpenSSL EVP (SHA-NI where the CPU has it; libsodium's
 // SHA-256 is several times slower), and a parallel hasher for byte ranges of
-// one file.
+// one file or of many.
 
 inline constexpr size_t kSha256Bytes = 32;
 using Sha256Digest = std::array<uint8_t, kSha256Bytes>;
@@ -388,15 +388,31 @@ struct HashOptions {
   ProgressFn progress;
 };
 
-// HashRanges returns the SHA-256 of each range of the file open at `fd`
-// (read with pread, so the fd's position is untouched), in the order of
-// `ranges`. Ranges are scheduled largest first over the worker threads
-// (LPT): many ranges keep every thread busy. One range is always one
+// FdRange is one range of the file open at `fd`. `name` (e.g. the file's
+// path relative to a model root) prefixes the message of an error on this
+// range, so a caller hashing many files learns which one failed; it must
+// outlive the call.
+struct FdRange {
+  int fd = -1;
+  ByteRange range;
+  std::string_view name;
+};
+
+// HashFdRanges returns the SHA-256 of each range, in the order of `ranges`;
+// the ranges may lie in any number of files (read with pread, so no fd's
+// position moves; ranges may share an fd). Ranges are scheduled largest
+// first over the worker threads (LPT): many ranges, of one file or of a
+// directory's files, keep every thread busy. One range is always one
 // sequential SHA-256 (a digest cannot be split), so a range holding more
 // than half the bytes is hashed first on two threads, one reading ahead into
 // a ring of buffers while the other hashes: the hash runs at the core's full
-// SHA-256 speed instead of also paying for the copy. A read error or early EOF
-// (the file shrank) is returned as an Error with the failing offset.
+// SHA-256 speed instead of also paying for the copy. A read error or early
+// EOF (the file shrank) is returned as an Error with the failing offset in
+// that range's file (and its `name`); the other workers stop early.
+Result<std::vector<Sha256Digest>> HashFdRanges(std::span<const FdRange> ranges,
+                                               const HashOptions& options = {});
+
+// HashRanges is HashFdRanges for ranges of the one file open at `fd`.
 Result<std::vector<Sha256Digest>> HashRanges(int fd, std::span<const ByteRange> ranges,
                                              const HashOptions& options = {});
 
