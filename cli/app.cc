@@ -396,7 +396,13 @@ AppDefinition BuildApp(CommonOptions* opts) {
       },
       "", ""));
   b.Flag(sign, "--detached", &opts->detached,
-         "write an OpenSSF detached signature instead (not implemented in this version)");
+         "write a detached OpenSSF Model Signing bundle over every file of PATH (a directory "
+         "or one file) instead of embedding; -o sets the bundle (default DIR/model.sig, or "
+         "FILE.sig)");
+  b.Files(sign, "--ignore", &opts->ignore, "PATH",
+          "with --detached: leave PATH (relative to the model directory) out of the bundle; "
+          "repeatable",
+          "none");
   b.Quiet(sign, "no progress line, and no 'signed' line on stdout");
   sign->footer(
       "Exit status: 0 signed; 1 the file breaks a safetensors rule; 2 a usage error, "
@@ -407,6 +413,14 @@ AppDefinition BuildApp(CommonOptions* opts) {
                                "trusted public keys.",
                                "--pubkey FILE [OPTIONS] PATH...", false, RunVerify);
   b.Operands(verify, "PATH", "files or directories to verify");
+  b.File(verify, "--sig", &opts->sig_path, "FILE",
+         "verify the one PATH (a model directory or file) against the detached bundle FILE "
+         "(OpenSSF Model Signing, from sign --detached or model_signing) instead of embedded "
+         "signatures",
+         "none");
+  b.Flag(verify, "--allow-unsigned-files", &opts->allow_unsigned_files,
+         "with --sig: files the bundle does not list pass (model_signing's "
+         "--ignore-unsigned-files); a listed file that is missing or changed still fails");
   b.Files(verify, "--pubkey", &opts->pubkeys, "FILE",
           "trust the public key in FILE (PREFIX.pub from keygen); repeatable",
           std::string(kRequiredDefault));
@@ -425,6 +439,10 @@ AppDefinition BuildApp(CommonOptions* opts) {
   b.Operands(check, "PATH", "files or directories to judge");
   b.File(check, "--policy", &opts->policy, "FILE",
          "the policy (modelgate/v1 YAML; see docs/policy.md)", std::string(kRequiredDefault));
+  b.File(check, "--sig", &opts->sig_path, "FILE",
+         "the detached bundle covering the one PATH (default: PATH/model.sig when PATH is a "
+         "directory holding one)",
+         "none");
   b.Format(check, {"text", "json", "sarif"});
   b.Output(check);
   b.Quiet(check, "no progress line and no summary on stderr");

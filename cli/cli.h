@@ -49,6 +49,10 @@ struct FileReport {
   std::string target;
   // SHA-256 of the whole file, when the verdict hashed it (JSON `sha256`).
   std::optional<core::Sha256Digest> sha256;
+  // The Target's operand and relative path (not reported: the model-level
+  // checks after the walk find a directory's files by them).
+  size_t operand = 0;
+  std::string rel;
 };
 
 struct Summary {
@@ -91,6 +95,12 @@ struct Target {
   // Set for the operand "-": standard input, spooled (SpoolToTempFile) and
   // reported under the path "-".
   bool standard_input = false;
+  // Which command-line operand the target came from (index into
+  // opts.paths), and its path relative to that operand when the operand is a
+  // directory ('/'-separated; "" for an operand that is itself the file).
+  // A detached bundle names files this way.
+  size_t operand = 0;
+  std::string rel{};
 };
 
 // ExpandPaths turns command-line paths into files: directories are walked

@@ -28,6 +28,9 @@ struct CommonOptions {
   std::string model;                   // sign --model
   std::optional<uint64_t> version;     // sign --version
   bool detached = false;               // sign --detached
+  std::vector<std::string> ignore;     // sign --detached --ignore PATH (repeatable)
+  std::string sig_path;                // verify/check --sig FILE (a detached bundle)
+  bool allow_unsigned_files = false;   // verify --sig: files the bundle lacks pass
   std::vector<std::string> yara_dirs;  // --yara-rules DIR (repeatable)
   std::string yara_scope = "header";   // --yara-scope header|all
   bool no_yara = false;                // --no-yara: not even the shipped rules

@@ -103,6 +103,22 @@ std::string HfBlob(const std::string& link, uint64_t* size_bytes) {
 }
 
 void WalkDir(const std::string& dir, const std::string& root_real, int depth,
+             std::vector<Target>* out);
+
+// WalkOperand walks the directory operand `index` and labels every target
+// with it and its path relative to the operand.
+void WalkOperand(const std::string& root, size_t index, std::vector<Target>* out) {
+  const size_t first = out->size();
+  WalkDir(root, RealPath(root), 0, out);
+  const size_t skip = root.empty() || root.back() == '/' ? root.size() : root.size() + 1;
+  for (size_t i = first; i < out->size(); ++i) {
+    Target& t = (*out)[i];
+    t.operand = index;
+    t.rel = t.path.size() > skip ? t.path.substr(skip) : std::string();
+  }
+}
+
+void WalkDir(const std::string& dir, const std::string& root_real, int depth,
              std::vector<Target>* out) {
   if (depth > kMaxWalkDepth) {
     Target t{dir, false, {}, true};
@@ -177,20 +193,24 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
 
 std::vector<Target> ExpandPaths(const std::vector<std::string>& paths) {
   std::vector<Target> out;
-  for (const auto& p : paths) {
+  for (size_t index = 0; index < paths.size(); ++index) {
+    const std::string& p = paths[index];
     if (p == kStdinPath) {  // read at its turn, by OpenTarget
       Target t{p, true, {}, false, 0};
       t.standard_input = true;
+      t.operand = index;
       out.push_back(std::move(t));
       continue;
     }
     struct stat st {};
     const bool found = ::stat(p.c_str(), &st) == 0;
     if (found && S_ISDIR(st.st_mode)) {
-      WalkDir(p, RealPath(p), 0, &out);
+      WalkOperand(p, index, &out);
     } else {
       const uint64_t size = found && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
-      out.push_back(Target{p, true, {}, false, size});  // ScanFile reports what is wrong
+      Target t{p, true, {}, false, size};  // ScanFile reports what is wrong
+      t.operand = index;
+      out.push_back(std::move(t));
     }
   }
   return out;
@@ -261,6 +281,8 @@ Report RunFiles(const CommonOptions& opts, const JudgeFn& one) {
       }
     }
     fr.target = target.blob;
+    fr.operand = target.operand;
+    fr.rel = target.rel;
     report.files.push_back(std::move(fr));
     if (progress) progress->EndFile();
   }
