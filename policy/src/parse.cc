@@ -2,6 +2,7 @@
 // policy schema, every problem reported at its line and column.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -396,7 +397,8 @@ class Parser {
     Map(n, "signatures");
     const YNode* threshold_node = nullptr;
     const YNode* required_node = nullptr;
-    for (auto [key, value] : Entries(n, "signatures", {"required", "threshold", "keys"})) {
+    for (auto [key, value] : Entries(n, "signatures", {"required", "threshold", "accept", "model",
+                                                       "minVersion", "keys"})) {
       if (key->value == "required") {
         required_node = value;
         p->signatures_required = Bool(*value, "signatures.required");
@@ -407,6 +409,27 @@ class Parser {
         if (t < 1) FailAt(*value, "signatures.threshold must be at least 1");
         if (t > 1000) FailAt(*value, "signatures.threshold is above 1000");
         p->threshold = static_cast<uint32_t>(t);
+      } else if (key->value == "accept") {
+        p->accept_where = Where(*key);
+        Accept(*value, p);
+      } else if (key->value == "model") {
+        p->model_where = Where(*key);
+        std::string m = String(*value, "signatures.model");
+        if (m.empty()) FailAt(*value, "signatures.model must not be empty (omit it to accept any model)");
+        if (m.size() > kMaxModelBytes) {
+          FailAt(*value, "signatures.model is longer than " + std::to_string(kMaxModelBytes) +
+                             " bytes");
+        }
+        if (!core::IsUtf8(m)) FailAt(*value, "signatures.model is not UTF-8");
+        p->model = std::move(m);
+      } else if (key->value == "minVersion") {
+        p->min_version_where = Where(*key);
+        uint64_t v = Uint(*value, "signatures.minVersion");
+        if (v < 1) {
+          FailAt(*value, "signatures.minVersion 0 requires nothing (every version is >= 0); omit "
+                         "it or write at least 1");
+        }
+        p->min_version = v;
       } else {
         p->keys_where = Where(*key);
         Seq(*value, "signatures.keys");
@@ -424,6 +447,32 @@ class Parser {
                                     " trusted key(s) listed; no file could pass");
       }
     }
+  }
+
+  void Accept(const YNode& n, Policy* p) {
+    Seq(n, "signatures.accept");
+    if (n.children.empty()) {
+      FailAt(n, "signatures.accept is empty: no signature could satisfy the policy (list "
+                "detached, embedded or both)");
+    }
+    std::vector<SignatureKind> kinds;
+    for (const YNode& item : n.children) {
+      std::string name = String(item, "signatures.accept entry");
+      SignatureKind k = SignatureKind::kEmbedded;
+      if (name == SignatureKindName(SignatureKind::kDetached)) {
+        k = SignatureKind::kDetached;
+      } else if (name == SignatureKindName(SignatureKind::kEmbedded)) {
+        k = SignatureKind::kEmbedded;
+      } else {
+        FailAt(item, "signatures.accept entry must be detached or embedded, not " +
+                         core::Quoted(name));
+      }
+      if (std::find(kinds.begin(), kinds.end(), k) != kinds.end()) {
+        FailAt(item, "signatures.accept: " + core::Quoted(name) + " is listed twice");
+      }
+      kinds.push_back(k);
+    }
+    p->accept = std::move(kinds);
   }
 
   void Key(const YNode& n, Policy* p) {
@@ -451,8 +500,8 @@ class Parser {
     if (pem) {
       auto r = signer::ParsePublicKeyPem(String(*pem, "publicKey"));
       if (!r.ok()) {
-        FailAt(*pem, "key " + core::Quoted(k.name) + ": publicKey is not an Ed25519 public key "
-                     "PEM: " + r.error().message);
+        FailAt(*pem, "key " + core::Quoted(k.name) + ": publicKey is not a public key PEM "
+                     "(Ed25519, or ECDSA P-256/P-384/P-521): " + r.error().message);
       }
       k.key = r.value();
     } else {
@@ -652,6 +701,14 @@ int64_t DaysBetween(const Date& from, const Date& to) {
          DaysFromCivil(from.year, from.month, from.day);
 }
 
+std::string_view SignatureKindName(SignatureKind k) {
+  switch (k) {
+    case SignatureKind::kEmbedded: return "embedded";
+    case SignatureKind::kDetached: return "detached";
+  }
+  return "embedded";
+}
+
 std::string_view PickleModeName(PickleMode m) {
   switch (m) {
     case PickleMode::kReject: return "reject";
@@ -673,6 +730,7 @@ core::Result<Policy> ParsePolicy(std::string_view text, const std::string& sourc
   try {
     Policy p = Parser(base_dir).Run(std::get<YNode>(tree));
     p.source = source_name;
+    p.sha256 = core::Sha256({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
     return p;
   } catch (const Failure& f) {
     return MakeError(source_name, f);

@@ -78,3 +78,37 @@ TEST_CASE("lint: settings with no effect", "[policy][lint]") {
   CHECK(safe[0].message ==
         "p.yaml:3:32: \"collections.OrderedDict\" is already allowed by the scanner");
 }
+
+TEST_CASE("lint: signatures.accept, model and minVersion", "[policy][lint][signatures]") {
+  const std::string key = "  keys:\n    - name: a\n      publicKey: |\n" + IndentedPem(1, "        ");
+  // Set while signatures are not required: they require nothing.
+  auto idle = Lint("signatures:\n  accept: [detached]\n  model: acme/llm\n  minVersion: 2\n");
+  REQUIRE(idle.size() == 3);
+  CHECK(idle[0].message ==
+        "p.yaml:4:3: signatures.accept has no effect unless signatures.required is true");
+  CHECK(idle[1].message ==
+        "p.yaml:5:3: signatures.model has no effect unless signatures.required is true");
+  CHECK(idle[2].message ==
+        "p.yaml:6:3: signatures.minVersion has no effect unless signatures.required is true");
+  CHECK(idle[0].level == policy::Problem::Level::kWarning);
+
+  // Rollback protection without an identity.
+  auto version = Lint("signatures:\n  required: true\n  minVersion: 2\n" + key);
+  REQUIRE(version.size() == 1);
+  CHECK(version[0].message ==
+        "p.yaml:5:3: signatures.minVersion without signatures.model: a trusted key's signature "
+        "of another model with a higher version passes");
+  CHECK(Lint("signatures:\n  required: true\n  model: acme/llm\n  minVersion: 2\n" + key).empty());
+
+  // Only embedded signatures, while formats.allow admits files that cannot carry one.
+  auto embedded = Lint("formats: {allow: [safetensors, gguf]}\nsignatures:\n  required: true\n"
+                       "  accept: [embedded]\n" + key);
+  REQUIRE(embedded.size() == 1);
+  CHECK(embedded[0].message ==
+        "p.yaml:6:3: signatures.accept is [embedded] but formats.allow lists gguf, which carries "
+        "no embedded signature: every such file is rejected");
+  CHECK(Lint("formats: {allow: [safetensors]}\nsignatures:\n  required: true\n"
+             "  accept: [embedded]\n" + key).empty());
+  CHECK(Lint("formats: {allow: [safetensors, gguf]}\nsignatures:\n  required: true\n"
+             "  accept: [detached, embedded]\n" + key).empty());
+}

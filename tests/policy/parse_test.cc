@@ -152,7 +152,8 @@ TEST_CASE("unknown keys at every level", "[policy][parse][strict]") {
   CHECK(ParseError(H("pickle: {modes: reject}\n")) ==
         "p.yaml:3:10: unknown key \"modes\" in pickle (allowed: mode, extraAllowedGlobals)");
   CHECK(ParseError(H("signatures:\n  require: true\n")) ==
-        "p.yaml:4:3: unknown key \"require\" in signatures (allowed: required, threshold, keys)");
+        "p.yaml:4:3: unknown key \"require\" in signatures (allowed: required, threshold, "
+        "accept, model, minVersion, keys)");
   CHECK(ParseError(H("signatures:\n  keys:\n    - name: a\n      pem: x\n")) ==
         "p.yaml:6:7: unknown key \"pem\" in a signatures.keys entry (allowed: name, publicKey, "
         "file)");
@@ -245,9 +246,11 @@ TEST_CASE("keys: PEM, files, names, threshold", "[policy][parse][keys]") {
                                         "        Zm9v\n"
                                         "        -----END PUBLIC KEY-----\n"));
   CHECK(bad_pem.starts_with(
-      "p.yaml:6:18: key \"k\": publicKey is not an Ed25519 public key PEM: "));
+      "p.yaml:6:18: key \"k\": publicKey is not a public key PEM (Ed25519, or ECDSA "
+      "P-256/P-384/P-521): "));
   CHECK(ParseError(keys("    - name: k\n      publicKey: not a pem\n")).starts_with(
-      "p.yaml:6:18: key \"k\": publicKey is not an Ed25519 public key PEM: "));
+      "p.yaml:6:18: key \"k\": publicKey is not a public key PEM (Ed25519, or ECDSA "
+      "P-256/P-384/P-521): "));
   CHECK(ParseError(keys("    - {name: k, file: good.pub}\n"), dir.path()) == "OK");
   CHECK(ParseError(keys("    - {name: k, file: missing.pub}\n"), dir.path())
             .starts_with("p.yaml:5:23: key \"k\": cannot use key file \"" + (dir / "missing.pub") +

@@ -87,6 +87,14 @@ struct Exception {
   Location where;
 };
 
+// SignatureKind is a kind of signature that can satisfy signatures.required.
+enum class SignatureKind : uint8_t {
+  kEmbedded,  // STSIG v1 records in a safetensors file
+  kDetached,  // an OMS (model_signing) bundle covering the file
+};
+// SignatureKindName: "embedded" | "detached" (the policy's and the report's word).
+std::string_view SignatureKindName(SignatureKind k);
+
 // Policy is a parsed, validated policy. Every field has the default that
 // an absent key means; the defaults equal `modelgate scan` without a policy.
 struct Policy {
@@ -100,6 +108,15 @@ struct Policy {
   bool signatures_required = false;
   uint32_t threshold = 1;
   std::vector<TrustedKey> keys;
+  // signatures.accept: the kinds that satisfy `signatures_required`, in the
+  // order written (default: both). Never empty, no duplicates.
+  std::vector<SignatureKind> accept = {SignatureKind::kDetached, SignatureKind::kEmbedded};
+  // signatures.model: the model identity a satisfying signature must carry
+  // (embedded: the record's model; detached: the bundle's subject name).
+  std::optional<std::string> model;
+  // signatures.minVersion: rollback protection; a satisfying signature's
+  // version must be >= this (an unversioned signature never is).
+  std::optional<uint64_t> min_version;
   // Limits: the core defaults, tightened by the policy (never loosened).
   core::Limits limits;
   scanner::ContainerLimits container_limits;
@@ -108,8 +125,12 @@ struct Policy {
   std::vector<std::string> yara_rule_dirs;
   scanner::YaraScope yara_scope = scanner::YaraScope::kHeader;
   std::vector<Exception> exceptions;
+  // SHA-256 of the policy text ParsePolicy was given (for LoadPolicy: the
+  // exact bytes read from the file): the report's policy.sha256.
+  core::Sha256Digest sha256{};
   // Where some settings were written (line 0: absent), for lint messages.
   Location formats_where, threshold_where, keys_where;
+  Location accept_where, model_where, min_version_where;
   std::vector<Location> extra_globals_where;  // one per extra_allowed_globals entry
 };
 
@@ -133,7 +154,10 @@ struct Policy {
 //    (quote it); enum values must be one of the names listed.
 //  - values: limits above the core default (a policy may only tighten);
 //    threshold < 1, or above the number of keys when signatures are
-//    required; duplicate key names or the same key twice; a key given both
+//    required; signatures.accept empty, with a duplicate, or with a name
+//    other than detached / embedded; signatures.model empty, over
+//    kMaxModelBytes or not UTF-8; signatures.minVersion 0 (it would
+//    require nothing); duplicate key names or the same key twice; a key given both
 //    or neither as `publicKey` and `file`; a PEM ParsePublicKeyPem rejects;
 //    an unreadable key file; an extraAllowedGlobals entry that is not
 //    "module.qualname" (split at the last dot; "module:qual.name" for a
@@ -141,6 +165,7 @@ struct Policy {
 //    duplicate list entry; a YARA dir that is not a directory; an exception
 //    with a malformed id (MG-AREA-NAME), sha256 (64 lowercase hex), empty
 //    reason or invalid date, or the same (id, sha256) twice.
+inline constexpr size_t kMaxModelBytes = 1024;
 core::Result<Policy> ParsePolicy(std::string_view text, const std::string& source_name,
                                  const std::string& base_dir);
 // LoadPolicy reads the file at `path` (at most 1 MiB, symlinks followed)
@@ -194,11 +219,46 @@ struct Verdict {
   // The report's signature.status: "valid" | "invalid" | "missing" |
   // "untrusted" | "not-checked".
   std::string signature_status = "not-checked";
-  // Names of the trusted keys whose records verified (distinct keys).
+  // Names of the trusted keys whose records verified (distinct keys): of
+  // the kind that satisfied the policy, else of the embedded records.
   std::vector<std::string> signed_by;
+  std::vector<std::string> signed_kids;  // their key ids (hex), same order
+  // The kind `signature_status` is about: the kind that satisfied the
+  // policy; else the kind whose failure is reported (an invalid embedded
+  // record, an invalid bundle, a file changed since the bundle signed it,
+  // a trusted signature with the wrong model or version); "" when there is
+  // no signature to speak of (missing, not-checked, ignored).
+  std::string signature_kind;
+  // The signed model and version of the signature that satisfied the
+  // policy ("" / nullopt: none signed, or nothing satisfied it).
+  std::string signed_model;
+  std::optional<uint64_t> signed_version;
 
   // Findings as reported (after waivers), for the existing report writers.
   std::vector<scanner::Finding> ReportedFindings() const;
+};
+
+// DetachedState is what one present file is against a verified bundle
+// (the same enumerators, in the same order, as signer::oms::FileState).
+enum class DetachedState : uint8_t {
+  kSigned,   // in the bundle, every digest equal
+  kChanged,  // in the bundle, a digest or the size differs
+  kAdded,    // not in the bundle (not covered by it)
+  kIgnored,  // under one of the bundle's ignore paths: needs no signature
+};
+
+// DetachedEvidence is one file against a detached bundle.
+struct DetachedEvidence {
+  // valid | invalid | untrusted | missing (no bundle for this file's tree).
+  signer::SigStatus bundle_status = signer::SigStatus::kMissing;
+  DetachedState state = DetachedState::kAdded;  // read only for a valid bundle
+  std::string model;                            // the bundle's subject name
+  std::optional<uint64_t> version;              // the bundle's signed version
+  // Trusted keys whose DSSE signatures verified, and their key ids (hex,
+  // PublicKey::kid_hex), in the same order.
+  std::vector<std::string> key_names, kids;
+  // Why the bundle is not valid (invalid / untrusted), for the message.
+  std::string reason;
 };
 
 // Evaluate judges `scan` under `policy`.
@@ -216,11 +276,23 @@ struct Verdict {
 //     import or a pickle-bearing format (pickle, pytorch-zip, pytorch-tar,
 //     joblib) gets MG-POLICY-PICKLE (critical, blocking) at the first
 //     pickle finding's offset. Mode report: MG-PK-* findings never block.
+//  - `detached`: the file against a detached bundle, or nullopt when no
+//    bundle was looked for (as bundle_status kMissing).
 //  4. signatures: `verify` status invalid always adds MG-POLICY-SIGNATURE
 //     (high, blocking): a failed record never downgrades to "unsigned is
-//     fine". When required: missing, untrusted, or fewer than `threshold`
-//     distinct policy keys among verified_kids also add it; the message
-//     starts with the status ("missing: ...", "untrusted: ...").
+//     fine"; so do a detached bundle that is invalid, and a file a valid
+//     bundle covers whose bytes changed since it was signed ("changed: ..."),
+//     whatever `accept` and `required` say. When required: a file the
+//     valid bundle ignores (kIgnored) needs no signature; any other file
+//     passes only when one accepted kind is verified by at least
+//     `threshold` distinct policy keys each of whose signatures carries
+//     model == signatures.model (when set) and version >= minVersion (when
+//     set) — embedded: per verified record; detached: the bundle's subject
+//     name and version, the file kSigned. Otherwise MG-POLICY-SIGNATURE,
+//     the message starting with the status ("missing: ...", "untrusted:
+//     ...") and naming, for each accepted kind, why it does not satisfy
+//     the policy (a wrong model or a version below minVersion is
+//     "untrusted").
 //  5. exceptions: an unexpired exception whose id and sha256 match turns
 //     each matching finding (scanner or MG-POLICY-*) into info, message
 //     "waived until DATE (reason); was SEVERITY: original message", never
@@ -233,7 +305,8 @@ struct Verdict {
 //     rejects; else pass.
 Verdict Evaluate(const Policy& policy, const scanner::FileScan& scan,
                  const std::optional<signer::VerifyResult>& verify,
-                 const std::optional<core::Sha256Digest>& file_sha256, const Date& today);
+                 const std::optional<core::Sha256Digest>& file_sha256, const Date& today,
+                 const std::optional<DetachedEvidence>& detached = std::nullopt);
 
 // Problem is one thing `modelgate policy lint` reports.
 struct Problem {
@@ -246,7 +319,11 @@ struct Problem {
 // kError, as LoadPolicy) or warnings about a valid policy: an exception
 // that expired or expires within 30 days of `today`; formats.allow empty
 // (every file is rejected); keys listed but signatures not required (they
-// only label signatures); threshold set while signatures are not required;
+// only label signatures); threshold, accept, model or minVersion set while
+// signatures are not required (they require nothing then); minVersion
+// without model (a higher version of another model by the same keys
+// passes); accept [embedded] while formats.allow lists a format other than
+// safetensors (no such file can carry an embedded signature: all rejected);
 // an extraAllowedGlobals entry the scanner already allows. No problems
 // means the policy is good.
 std::vector<Problem> LintPolicy(const std::string& path, const Date& today);
