@@ -1,6 +1,7 @@
-// Ed25519 keys: generation (libsodium), PKCS#8 / SPKI PEM files, key ids.
-// Every buffer that holds a seed, a secret key, its DER or its PEM text is
-// wiped with sodium_memzero on every path out.
+// Keys: Ed25519 (libsodium) and ECDSA P-256/P-384/P-521 (OpenSSL, ecdsa.cc):
+// generation, PKCS#8 / SEC1 / SPKI PEM files, key ids. Every buffer that
+// holds a seed, a secret key, its DER or its PEM text is wiped with
+// sodium_memzero on every path out.
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "ecdsa.h"
 #include "internal.h"
 
 namespace modelgate::signer {
@@ -146,13 +148,76 @@ EVP_PKEY* PemToPkey(std::string_view pem, ReadFn read) {
 
 bool IsEd25519(const EVP_PKEY* pkey) { return EVP_PKEY_get_base_id(pkey) == EVP_PKEY_ED25519; }
 
+// PemLabel is the X of the "-----BEGIN X-----" line of one checked block.
+std::string_view PemLabel(std::string_view pem) {
+  constexpr std::string_view kBegin = "-----BEGIN ";
+  const size_t at = pem.find(kBegin);
+  if (at == std::string_view::npos) return {};
+  const size_t from = at + kBegin.size();
+  const size_t to = pem.find("-----", from);
+  return to == std::string_view::npos ? std::string_view{} : pem.substr(from, to - from);
+}
+
+// SplitEcParameters splits off the "EC PARAMETERS" block `openssl ecparam
+// -genkey` writes before its "EC PRIVATE KEY" block: `params` is that block
+// (empty when there is none) and `key` the rest, which must still be one
+// block (CheckOnePemBlock).
+void SplitEcParameters(std::string_view pem, std::string_view& params, std::string_view& key) {
+  constexpr std::string_view kBegin = "-----BEGIN EC PARAMETERS-----";
+  constexpr std::string_view kEnd = "-----END EC PARAMETERS-----";
+  params = {};
+  key = pem;
+  const size_t first = pem.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || pem.substr(first, kBegin.size()) != kBegin) return;
+  const size_t end = pem.find(kEnd, first);
+  if (end == std::string_view::npos) return;
+  const size_t rest = end + kEnd.size();
+  params = pem.substr(first, rest - first);
+  key = pem.substr(rest);
+}
+
+// CheckParametersMatch: the EC PARAMETERS block names the key's curve (a
+// file whose two blocks disagree is not one key to trust).
+core::Status CheckParametersMatch(std::string_view params, const EVP_PKEY* key) {
+  EVP_PKEY* p = PemToPkey(params, [](BIO* bio) { return PEM_read_bio_Parameters(bio, nullptr); });
+  bool same = p != nullptr && EVP_PKEY_parameters_eq(p, key) == 1;
+  EVP_PKEY_free(p);
+  if (!same) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "the EC PARAMETERS block does not name the EC PRIVATE KEY's curve"};
+  }
+  return core::OkStatus();
+}
+
 }  // namespace
 
 // ---- PublicKey ---------------------------------------------------------------
 
+std::string_view KeyAlgName(KeyAlg alg) {
+  switch (alg) {
+    case KeyAlg::kEd25519:
+      return kAlgEd25519;
+    case KeyAlg::kEcdsaP256:
+      return "ecdsa-p256";
+    case KeyAlg::kEcdsaP384:
+      return "ecdsa-p384";
+    case KeyAlg::kEcdsaP521:
+      return "ecdsa-p521";
+  }
+  return "unknown";
+}
+
+std::optional<KeyAlg> ParseKeyAlg(std::string_view name) {
+  for (KeyAlg alg : {KeyAlg::kEd25519, KeyAlg::kEcdsaP256, KeyAlg::kEcdsaP384, KeyAlg::kEcdsaP521}) {
+    if (name == KeyAlgName(alg)) return alg;
+  }
+  return std::nullopt;
+}
+
 std::string PublicKey::kid_hex() const { return core::HexLower(kid); }
 
 std::vector<uint8_t> SubjectPublicKeyInfoDer(const PublicKey& key) {
+  if (key.alg != KeyAlg::kEd25519) return key.spki_der;
   std::vector<uint8_t> der(kSpkiPrefix.size() + key.raw.size());
   std::copy(kSpkiPrefix.begin(), kSpkiPrefix.end(), der.begin());
   std::copy(key.raw.begin(), key.raw.end(), der.begin() + kSpkiPrefix.size());
@@ -162,12 +227,14 @@ std::vector<uint8_t> SubjectPublicKeyInfoDer(const PublicKey& key) {
 PublicKey PublicKeyFromRaw(std::span<const uint8_t, kPublicKeyBytes> raw) {
   PublicKey k;
   std::copy(raw.begin(), raw.end(), k.raw.begin());
-  core::Sha256Digest d = core::Sha256(SubjectPublicKeyInfoDer(k));
+  k.spki_der = SubjectPublicKeyInfoDer(k);
+  core::Sha256Digest d = core::Sha256(k.spki_der);
   std::copy_n(d.begin(), kKeyIdBytes, k.kid.begin());
   return k;
 }
 
 std::string PublicKeyPem(const PublicKey& key) {
+  if (key.alg != KeyAlg::kEd25519) return ecdsa::PublicKeyPem(key);
   return "-----BEGIN PUBLIC KEY-----\n" + internal::Base64(SubjectPublicKeyInfoDer(key)) +
          "\n-----END PUBLIC KEY-----\n";
 }
@@ -181,13 +248,31 @@ core::Result<PublicKey> ParsePublicKeyPem(std::string_view pem) {
   if (pkey == nullptr) {
     return Error{Code::kSigKeyFormat, kNoOffset, "not a PEM \"PUBLIC KEY\" (SubjectPublicKeyInfo)"};
   }
+  if (EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC) {
+    ecdsa::Pkey ec(pkey);
+    auto alg = ecdsa::AlgOf(ec.get());
+    if (!alg.ok()) return alg.error();
+    core::Status checked = ecdsa::CheckPublic(ec.get());
+    if (!checked.ok()) return checked.error();
+    return ecdsa::PublicKeyOf(ec.get(), alg.value());
+  }
   std::array<uint8_t, kPublicKeyBytes> raw{};
   size_t len = raw.size();
   bool ok = IsEd25519(pkey) && EVP_PKEY_get_raw_public_key(pkey, raw.data(), &len) == 1 &&
             len == raw.size();
   EVP_PKEY_free(pkey);
-  if (!ok) return Error{Code::kSigKeyFormat, kNoOffset, "public key is not Ed25519"};
+  if (!ok) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "public key is neither Ed25519 nor ECDSA (P-256, P-384, P-521)"};
+  }
   return PublicKeyFromRaw(raw);
+}
+
+bool VerifySignature(const PublicKey& key, std::span<const uint8_t> message,
+                     std::span<const uint8_t> sig) {
+  if (key.alg != KeyAlg::kEd25519) return ecdsa::Verify(key, message, sig);
+  if (sig.size() != kSignatureBytes || !internal::EnsureSodium().ok()) return false;
+  return crypto_sign_verify_detached(sig.data(), message.data(), message.size(), key.raw.data()) == 0;
 }
 
 core::Result<PublicKey> LoadPublicKey(const std::string& path) {
@@ -210,6 +295,7 @@ core::Status WritePublicKeyPem(const PublicKey& key, const std::string& path) {
 struct PrivateKey::Secret {
   std::array<uint8_t, kSeedBytes> seed{};
   std::array<uint8_t, crypto_sign_SECRETKEYBYTES> sk{};  // libsodium: seed || pk
+  ecdsa::Pkey ec;  // ECDSA keys only (then seed and sk stay zero)
   Secret() = default;
   Secret(const Secret&) = delete;
   Secret& operator=(const Secret&) = delete;
@@ -238,7 +324,16 @@ core::Result<PrivateKey> PrivateKey::FromSeed(std::span<const uint8_t, kSeedByte
   return PrivateKey(std::move(secret), std::move(pub));
 }
 
-core::Result<PrivateKey> PrivateKey::Generate() {
+core::Result<PrivateKey> PrivateKey::Generate(KeyAlg alg) {
+  if (alg != KeyAlg::kEd25519) {
+    auto ec = ecdsa::Generate(alg);
+    if (!ec.ok()) return ec.error();
+    auto pub = ecdsa::PublicKeyOf(ec.value().get(), alg);
+    if (!pub.ok()) return pub.error();
+    auto secret = std::make_unique<Secret>();
+    secret->ec = std::move(ec).value();
+    return PrivateKey(std::move(secret), std::move(pub).value());
+  }
   core::Status init = internal::EnsureSodium();
   if (!init.ok()) return init.error();
   auto secret = std::make_unique<Secret>();
@@ -253,11 +348,26 @@ core::Result<PrivateKey> PrivateKey::Generate() {
 
 Signature PrivateKey::Sign(std::span<const uint8_t> message) const {
   Signature sig{};
+  if (alg() != KeyAlg::kEd25519) return sig;
   crypto_sign_detached(sig.data(), nullptr, message.data(), message.size(), secret_->sk.data());
   return sig;
 }
 
+core::Result<std::vector<uint8_t>> PrivateKey::SignBytes(std::span<const uint8_t> message) const {
+  if (alg() != KeyAlg::kEd25519) return ecdsa::Sign(secret_->ec.get(), alg(), message);
+  const Signature sig = Sign(message);
+  return std::vector<uint8_t>(sig.begin(), sig.end());
+}
+
 core::Status PrivateKey::WritePem(const std::string& path) const {
+  if (alg() != KeyAlg::kEd25519) {
+    auto pem = ecdsa::PrivateKeyPem(secret_->ec.get());
+    if (!pem.ok()) return pem.error();
+    std::vector<uint8_t> text = std::move(pem).value();
+    core::Status s = WriteNewFile(path, text, 0600);
+    sodium_memzero(text.data(), text.size());
+    return s;
+  }
   static constexpr std::string_view kBegin = "-----BEGIN PRIVATE KEY-----\n";
   static constexpr std::string_view kEnd = "\n-----END PRIVATE KEY-----\n";
   Wiped<kPkcs8Prefix.size() + kSeedBytes> der;
@@ -276,22 +386,63 @@ core::Status PrivateKey::WritePem(const std::string& path) const {
   return WriteNewFile(path, pem.b, 0600);
 }
 
-core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem) {
+core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view text) {
+  std::string_view params, pem;
+  SplitEcParameters(text, params, pem);
   core::Status one = CheckOnePemBlock(pem);
   if (!one.ok()) return one.error();
+  const std::string_view label = PemLabel(pem);
+  if (label == "ENCRYPTED PRIVATE KEY" || pem.find("Proc-Type: 4,ENCRYPTED") != std::string_view::npos) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "the private key is encrypted; modelgate never asks for a passphrase (decrypt "
+                 "it into a 0600 file first, e.g. `openssl pkey -in K -out K.plain`)"};
+  }
+  if (label != "PRIVATE KEY" && label != "EC PRIVATE KEY") {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "PEM block " + core::Quoted(label) +
+                     " is not a private key (\"PRIVATE KEY\" PKCS#8 or \"EC PRIVATE KEY\" SEC1)"};
+  }
+  if (!params.empty() && label != "EC PRIVATE KEY") {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "an EC PARAMETERS block may only precede an \"EC PRIVATE KEY\" block"};
+  }
   EVP_PKEY* pkey = PemToPkey(pem, [](BIO* bio) {
     return PEM_read_bio_PrivateKey(bio, nullptr, NoPassphrase, nullptr);
   });
   if (pkey == nullptr) {
     return Error{Code::kSigKeyFormat, kNoOffset,
-                 "not an unencrypted PKCS#8 \"PRIVATE KEY\" PEM"};
+                 "not an unencrypted PKCS#8 \"PRIVATE KEY\" or SEC1 \"EC PRIVATE KEY\" PEM"};
+  }
+  if (EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC) {
+    ecdsa::Pkey ec(pkey);
+    auto alg = ecdsa::AlgOf(ec.get());
+    if (!alg.ok()) return alg.error();
+    if (!params.empty()) {
+      core::Status same = CheckParametersMatch(params, ec.get());
+      if (!same.ok()) return same.error();
+    }
+    core::Status checked = ecdsa::CheckPrivate(ec.get());
+    if (!checked.ok()) return checked.error();
+    auto pub = ecdsa::PublicKeyOf(ec.get(), alg.value());
+    if (!pub.ok()) return pub.error();
+    auto secret = std::make_unique<PrivateKey::Secret>();
+    secret->ec = std::move(ec);
+    return PrivateKey(std::move(secret), std::move(pub).value());
+  }
+  if (!params.empty()) {
+    EVP_PKEY_free(pkey);
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "an EC PARAMETERS block may only precede an EC private key"};
   }
   Wiped<kSeedBytes> seed;
   size_t len = seed.b.size();
   bool ok = IsEd25519(pkey) && EVP_PKEY_get_raw_private_key(pkey, seed.b.data(), &len) == 1 &&
             len == seed.b.size();
   EVP_PKEY_free(pkey);  // frees (and OpenSSL clears) its copy of the key
-  if (!ok) return Error{Code::kSigKeyFormat, kNoOffset, "private key is not Ed25519"};
+  if (!ok) {
+    return Error{Code::kSigKeyFormat, kNoOffset,
+                 "private key is neither Ed25519 nor ECDSA (P-256, P-384, P-521)"};
+  }
   return PrivateKey::FromSeed(seed.b);
 }
 
@@ -305,8 +456,8 @@ core::Result<PrivateKey> LoadPrivateKey(const std::string& path) {
   return key;
 }
 
-core::Result<KeygenResult> Keygen(const std::string& prefix) {
-  auto key = PrivateKey::Generate();
+core::Result<KeygenResult> Keygen(const std::string& prefix, KeyAlg alg) {
+  auto key = PrivateKey::Generate(alg);
   if (!key.ok()) return key.error();
   KeygenResult out;
   out.private_path = prefix + ".key";

@@ -152,6 +152,11 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
                                   const SignOptions& options, const std::string& out_path_arg) {
   core::Status init = internal::EnsureSodium();
   if (!init.ok()) return init.error();
+  if (key.alg() != KeyAlg::kEd25519) {
+    return Error{Code::kSigOptions, kNoOffset,
+                 "embedded STSIG v1 signatures are Ed25519; sign an ECDSA key's models with "
+                 "--detached"};
+  }
   if (options.set && (options.set->count == 0 || options.set->index >= options.set->count)) {
     return Error{Code::kSigOptions, kNoOffset, "set index must be below set count"};
   }

@@ -87,7 +87,9 @@ core::Result<VerifyResult> VerifyHeader(int fd, uint64_t file_size,
     }
     const PublicKey* key = nullptr;
     for (const PublicKey& k : trusted) {
-      if (k.kid == r.kid) {
+      // Embedded records are Ed25519: an ECDSA key in the list (it may be
+      // there for detached bundles) is never this record's key.
+      if (k.alg == KeyAlg::kEd25519 && k.kid == r.kid) {
         key = &k;
         break;
       }

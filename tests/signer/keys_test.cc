@@ -93,7 +93,9 @@ TEST_CASE("keys: openssl genpkey Ed25519 keys load, other types and encrypted ke
   // Our SPKI PEM is what openssl writes.
   CHECK(signer::PublicKeyPem(pub.value()) == ReadText(dir / "o.pub"));
 
-  REQUIRE(Run("openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out " + dir / "ec.key") == 0);
+  // EC keys load since issue 11 (keys_ecdsa_test has their forms); a curve
+  // outside P-256/P-384/P-521 is another key type.
+  REQUIRE(Run("openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:secp256k1 -out " + dir / "ec.key") == 0);
   REQUIRE(Run("openssl pkey -in " + dir / "ec.key" + " -pubout -out " + dir / "ec.pub") == 0);
   auto ec = signer::LoadPrivateKey(dir / "ec.key");
   REQUIRE_FALSE(ec.ok());

@@ -1,7 +1,7 @@
-// modelgate signer: Ed25519 keys, STSIG v1 signatures embedded in a
-// safetensors header's __metadata__, and verification. The format is
-// docs/stsig.md ("STSIG v1"). No libsodium, OpenSSL or nlohmann types
-// appear here.
+// modelgate signer: Ed25519 and ECDSA (P-256/P-384/P-521) keys, STSIG v1
+// signatures embedded in a safetensors header's __metadata__ (Ed25519 only),
+// and verification. The format is docs/stsig.md ("STSIG v1"). No libsodium,
+// OpenSSL or nlohmann types appear here.
 //
 // Trust comes only from the PublicKey list a caller passes to VerifyFile;
 // the key id in a file is a lookup hint.
@@ -33,35 +33,62 @@ using Signature = std::array<uint8_t, kSignatureBytes>;
 
 // ---- keys ----------------------------------------------------------------
 
-// PublicKey is an Ed25519 public key with its key id: the first 16 bytes of
-// SHA-256 over its DER SubjectPublicKeyInfo. `name` is a caller's label
-// (e.g. the policy's key name), used only in messages.
+// KeyAlg is a key's algorithm. Embedded STSIG v1 records are Ed25519 only;
+// the ECDSA curves are the ones OpenSSF model_signing signs detached
+// bundles with (the digest follows the curve: SHA-256/384/512).
+enum class KeyAlg : uint8_t { kEd25519, kEcdsaP256, kEcdsaP384, kEcdsaP521 };
+// KeyAlgName: "ed25519" | "ecdsa-p256" | "ecdsa-p384" | "ecdsa-p521".
+std::string_view KeyAlgName(KeyAlg alg);
+// ParseKeyAlg is the inverse of KeyAlgName (exact, lowercase).
+std::optional<KeyAlg> ParseKeyAlg(std::string_view name);
+
+// PublicKey is a public key with its key id: the first 16 bytes of SHA-256
+// over its DER SubjectPublicKeyInfo (for ECDSA: named curve, uncompressed
+// point, as OpenSSL and Python's cryptography write it, whatever form the
+// key was read in). `raw` is the 32-byte key for Ed25519 and all zero for
+// ECDSA; `spki_der` is set for every alg. `name` is a caller's label (e.g.
+// the policy's key name), used only in messages.
 struct PublicKey {
+  KeyAlg alg = KeyAlg::kEd25519;
   std::array<uint8_t, kPublicKeyBytes> raw{};
+  std::vector<uint8_t> spki_der;
   KeyId kid{};
   std::string name;
 
   std::string kid_hex() const;
 };
 
-// PublicKeyFromRaw computes the kid for 32 raw public-key bytes.
+// PublicKeyFromRaw computes the Ed25519 PublicKey (spki_der, kid) for 32 raw
+// public-key bytes.
 PublicKey PublicKeyFromRaw(std::span<const uint8_t, kPublicKeyBytes> raw);
-// SubjectPublicKeyInfoDer is the 44-byte DER SPKI of `key` (RFC 8410).
+// SubjectPublicKeyInfoDer is the DER SPKI of `key`: for Ed25519 the 44 bytes
+// of RFC 8410 built from `raw`, for ECDSA `spki_der`.
 std::vector<uint8_t> SubjectPublicKeyInfoDer(const PublicKey& key);
-// PublicKeyPem is `key` as a "PUBLIC KEY" (SPKI) PEM block.
+// PublicKeyPem is `key` as a "PUBLIC KEY" (SPKI) PEM block, byte for byte
+// what `openssl pkey -pubout` writes (64-character lines, final newline): for
+// ECDSA the text whose SHA-256 model_signing records as the bundle's key hint.
 std::string PublicKeyPem(const PublicKey& key);
-// ParsePublicKeyPem reads an Ed25519 SPKI "PUBLIC KEY" PEM block (as written
-// by PublicKeyPem or `openssl pkey -pubout`). Other key types: kSigKeyFormat,
-// and so is any text but whitespace around the one block (a second block, a
-// comment line): the file must be exactly one key.
+// VerifySignature checks `sig` over `message` with `key`: Ed25519 64 raw
+// bytes (libsodium); ECDSA a DER signature (strict: OpenSSL re-encodes and
+// compares) with SHA-256/384/512 for P-256/384/521. False on any failure,
+// including a key whose spki_der does not parse; never throws.
+bool VerifySignature(const PublicKey& key, std::span<const uint8_t> message,
+                     std::span<const uint8_t> sig);
+// ParsePublicKeyPem reads one SPKI "PUBLIC KEY" PEM block (as written by
+// PublicKeyPem or `openssl pkey -pubout`): Ed25519, or EC on P-256, P-384 or
+// P-521 given by name (explicit curve parameters and other curves are
+// refused). Other key types: kSigKeyFormat, and so is any text but
+// whitespace around the one block (a second block, a comment line): the file
+// must be exactly one key.
 core::Result<PublicKey> ParsePublicKeyPem(std::string_view pem);
 // LoadPublicKey reads a public key PEM file (symlinks followed: mounted
 // secrets are often symlinks).
 core::Result<PublicKey> LoadPublicKey(const std::string& path);
 
-// PrivateKey is an Ed25519 signing key. Its secret lives in one heap block
-// that is wiped (sodium_memzero) when the key is destroyed; moving moves the
-// pointer, never the secret bytes. Not copyable.
+// PrivateKey is an Ed25519 or ECDSA signing key. Its secret lives in one heap
+// block that is wiped (sodium_memzero) when the key is destroyed (ECDSA: an
+// OpenSSL key, whose private scalar OpenSSL clears when freed); moving moves
+// the pointer, never the secret bytes. Not copyable.
 class PrivateKey {
  public:
   PrivateKey(PrivateKey&& other) noexcept;
@@ -70,14 +97,21 @@ class PrivateKey {
   PrivateKey& operator=(const PrivateKey&) = delete;
   ~PrivateKey();
 
-  // Generate makes a new key (libsodium crypto_sign_keypair).
-  static core::Result<PrivateKey> Generate();
+  // Generate makes a new key: Ed25519 with libsodium crypto_sign_keypair,
+  // ECDSA with OpenSSL (EVP_PKEY_Q_keygen on the named curve).
+  static core::Result<PrivateKey> Generate(KeyAlg alg = KeyAlg::kEd25519);
   // FromSeed derives the key for a 32-byte Ed25519 seed (RFC 8032).
   static core::Result<PrivateKey> FromSeed(std::span<const uint8_t, kSeedBytes> seed);
 
+  KeyAlg alg() const { return public_.alg; }
   const PublicKey& public_key() const { return public_; }
-  // Sign is the detached Ed25519 signature of `message`.
+  // Sign is the detached Ed25519 signature of `message` (STSIG). Ed25519
+  // keys only: for an ECDSA key it is all zero, which verifies under no key
+  // (SignFile refuses ECDSA keys before it would get here).
   Signature Sign(std::span<const uint8_t> message) const;
+  // SignBytes signs `message` for any alg: Ed25519 the 64 raw bytes, ECDSA a
+  // DER signature over SHA-256/384/512 of it (by curve).
+  core::Result<std::vector<uint8_t>> SignBytes(std::span<const uint8_t> message) const;
   // WritePem creates `path` as a PKCS#8 "PRIVATE KEY" PEM file with
   // open(O_CREAT|O_EXCL|O_NOFOLLOW), mode 0600; an existing path (or a
   // symlink there) is an error, never overwritten.
@@ -85,16 +119,22 @@ class PrivateKey {
 
  private:
   struct Secret;
+  friend core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem);
   PrivateKey(std::unique_ptr<Secret> secret, PublicKey pub);
 
   std::unique_ptr<Secret> secret_;
   PublicKey public_;
 };
 
-// ParsePrivateKeyPem reads an unencrypted PKCS#8 Ed25519 "PRIVATE KEY" PEM
-// (ours, or `openssl genpkey -algorithm ed25519`). Encrypted keys and other
-// key types are kSigKeyFormat; nothing prompts for a passphrase. Exactly one
-// PEM block, as for ParsePublicKeyPem.
+// ParsePrivateKeyPem reads an unencrypted private key PEM: PKCS#8 "PRIVATE
+// KEY" for Ed25519 (ours, `openssl genpkey -algorithm ed25519`) or EC (ours,
+// `openssl genpkey -algorithm EC`), or SEC1 "EC PRIVATE KEY" (`openssl
+// ecparam -genkey`, whose leading "EC PARAMETERS" block is allowed when it
+// names the key's curve; no other second block). EC on P-256/P-384/P-521
+// only; an EC key whose stored public point is not its private scalar's is
+// refused. Encrypted keys and other key types are kSigKeyFormat; nothing
+// prompts for a passphrase. Otherwise exactly one PEM block, as for
+// ParsePublicKeyPem.
 core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem);
 // LoadPrivateKey reads a private key PEM file (at most 64 KiB); the bytes
 // read are wiped after parsing.
@@ -107,9 +147,9 @@ struct KeygenResult {
   std::string public_path;   // PREFIX.pub, 0644
   PublicKey public_key;
 };
-// Keygen makes a new key and writes PREFIX.key and PREFIX.pub; if either
-// exists, nothing is left behind (a .key it created is removed).
-core::Result<KeygenResult> Keygen(const std::string& prefix);
+// Keygen makes a new `alg` key and writes PREFIX.key and PREFIX.pub; if
+// either exists, nothing is left behind (a .key it created is removed).
+core::Result<KeygenResult> Keygen(const std::string& prefix, KeyAlg alg = KeyAlg::kEd25519);
 
 // ---- STSIG v1 -------------------------------------------------------------
 
