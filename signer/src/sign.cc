@@ -1,5 +1,6 @@
-// SignFile: STSIG v1 signing, streamed through a temp file beside the
-// output so memory does not grow with the model.
+// SignFile: STSIG v1 signing, streamed through an AtomicOutput beside the
+// output so memory does not grow with the model and a killed run leaves
+// nothing behind.
 #include <fcntl.h>
 #include <sodium.h>
 #include <sys/stat.h>
@@ -9,8 +10,11 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <string>
+#include <utility>
 
 #include "internal.h"
+#include "modelgate/atomic_file.h"
 
 namespace modelgate::signer {
 namespace {
@@ -19,95 +23,23 @@ using core::Code;
 using core::Error;
 using core::kNoOffset;
 
-std::string DirName(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 Error IoError(Code code, const std::string& what, const std::string& path) {
   return Error{code, kNoOffset, what + " " + path + ": " + std::strerror(errno)};
 }
 
-// TempFile is a file created (0600, O_EXCL) beside the output; removed
-// unless Commit() renamed it into place.
-class TempFile {
- public:
-  TempFile() = default;
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() { Discard(); }
-
-  core::Status Create(const std::string& out_path) {
-    Discard();
-    path_ = out_path + ".mg-tmp-XXXXXX";
-    fd_ = ::mkostemp(path_.data(), O_CLOEXEC);
-    if (fd_ < 0) {
-      Error e = IoError(Code::kIoOpen, "cannot create a temp file beside", out_path);
-      path_.clear();
-      return e;
-    }
-    return core::OkStatus();
-  }
-  int fd() const { return fd_; }
-
-  // Commit sets `mode`, fsyncs, and renames onto `out_path`, then fsyncs
-  // the directory (best effort: the rename is already visible).
-  core::Status Commit(const std::string& out_path, mode_t mode) {
-    if (::fchmod(fd_, mode) != 0) return IoError(Code::kIoRead, "cannot chmod", path_);
-    if (::fsync(fd_) != 0) return IoError(Code::kIoRead, "cannot fsync", path_);
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) return IoError(Code::kIoRead, "cannot close", path_);
-    if (::rename(path_.c_str(), out_path.c_str()) != 0) {
-      return IoError(Code::kIoOpen, "cannot rename onto", out_path);
-    }
-    path_.clear();
-    int dfd = ::open(DirName(out_path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      (void)::fsync(dfd);
-      ::close(dfd);
-    }
-    return core::OkStatus();
-  }
-
-  void Discard() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (!path_.empty()) ::unlink(path_.c_str());
-    path_.clear();
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
-core::Status PwriteAll(int fd, std::span<const uint8_t> bytes, uint64_t offset) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done,
-                         static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error{Code::kIoRead, offset + done, std::string("write failed: ") + std::strerror(errno)};
-    }
-    done += static_cast<size_t>(n);
-  }
-  return core::OkStatus();
-}
-
 // CopyRange copies `len` bytes from `in` at `in_off` to `out` at `out_off`:
-// copy_file_range (in-kernel, may share extents), else pread/pwrite.
-core::Status CopyRange(int in, uint64_t in_off, int out, uint64_t out_off, uint64_t len) {
+// copy_file_range (in-kernel, may share extents), else pread/pwrite. Any
+// copy_file_range failure falls through to the plain copy, so a write
+// error (ENOSPC, EFBIG) is reported by out.WriteAt, naming the output.
+core::Status CopyRange(int in, uint64_t in_off, core::AtomicOutput& out, uint64_t out_off,
+                       uint64_t len) {
   auto io = static_cast<loff_t>(in_off), oo = static_cast<loff_t>(out_off);
   uint64_t left = len;
   while (left > 0) {
     size_t chunk = static_cast<size_t>(std::min<uint64_t>(left, uint64_t{1} << 30));
-    ssize_t n = ::copy_file_range(in, &io, out, &oo, chunk, 0);
+    ssize_t n = ::copy_file_range(in, &io, out.fd(), &oo, chunk, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // unsupported here, or EOF: finish below
+    if (n <= 0) break;  // unsupported here, a write error, or EOF: finish below
     left -= static_cast<uint64_t>(n);
   }
   std::vector<uint8_t> buffer;
@@ -116,7 +48,7 @@ core::Status CopyRange(int in, uint64_t in_off, int out, uint64_t out_off, uint6
     buffer.resize(chunk);
     core::Status r = core::PreadExact(in, static_cast<uint64_t>(io), buffer);
     if (!r.ok()) return r.error();
-    core::Status w = PwriteAll(out, buffer, static_cast<uint64_t>(oo));
+    core::Status w = out.WriteAt(static_cast<uint64_t>(oo), buffer);
     if (!w.ok()) return w.error();
     io += static_cast<loff_t>(chunk);
     oo += static_cast<loff_t>(chunk);
@@ -144,6 +76,40 @@ std::string HeaderFor(const core::Safetensors& st, std::span<const StsigRecord> 
   meta.emplace_back(std::string(kStsigRecordsKey), internal::RecordsJson(records));
   meta.emplace_back(std::string(kStsigDigestsKey), internal::DigestsJson(digests));
   return internal::SerializeHeader(st, std::move(meta));
+}
+
+// CheckVerifiable refuses a laid-out header that verify, under the same
+// `limits`, would reject: checked before anything is written, so a file is
+// never signed into one its own gate cannot open (e.g. a 1M-tensor file's
+// digest map pushing the header past max_header_bytes). The header's
+// length does not depend on digest or signature values, so `layout` (zero
+// digests) is judged exactly as the signed header will be.
+core::Status CheckVerifiable(const std::string& layout, uint64_t data_bytes,
+                             const core::Limits& limits, size_t tensors, size_t records) {
+  const uint64_t n = layout.size();
+  if (n > limits.max_header_bytes) {
+    return Error{Code::kSigOptions, kNoOffset,
+                 "the signed header would be " + std::to_string(n) + " bytes (" +
+                     std::to_string(tensors) + " tensors, " + std::to_string(records) +
+                     " record(s)), " + std::to_string(n - limits.max_header_bytes) +
+                     " bytes over the limit max_header_bytes of " +
+                     std::to_string(limits.max_header_bytes) +
+                     " that verify enforces; nothing was written"};
+  }
+  uint64_t file_size = 0;
+  if (__builtin_add_overflow(uint64_t{8} + n, data_bytes, &file_size)) {
+    return Error{Code::kSigOptions, kNoOffset, "the signed file's size would overflow 64 bits; nothing was written"};
+  }
+  auto parsed = core::ParseSafetensorsHeader(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(layout.data()), layout.size()), file_size,
+      limits);
+  if (!parsed.ok()) {
+    return Error{Code::kSigOptions, kNoOffset,
+                 "the signed header would break a rule verify enforces (" +
+                     std::string(core::FindingId(parsed.error().code)) + ": " + parsed.error().message +
+                     "); nothing was written"};
+  }
+  return core::OkStatus();
 }
 
 }  // namespace
@@ -227,11 +193,13 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
     // (fixed-width hex and base64), so the data's place is known now.
     const std::string layout = HeaderFor(st, records, digests);
     const uint64_t data_start = 8 + layout.size();
-
-    TempFile tmp;
-    core::Status s = tmp.Create(out_path);
+    core::Status s = CheckVerifiable(layout, st.data_bytes(), options.limits, digests.size(), records.size());
     if (!s.ok()) return s.error();
-    s = CopyRange(in.fd, st.data_start, tmp.fd(), data_start, st.data_bytes());
+
+    auto created = core::AtomicOutput::Create(out_path, mode);
+    if (!created.ok()) return created.error();
+    core::AtomicOutput tmp = std::move(created).value();
+    s = CopyRange(in.fd, st.data_start, tmp, data_start, st.data_bytes());
     if (!s.ok()) return s.error();
 
     // Hash the copy: the signature covers exactly the bytes written.
@@ -260,9 +228,9 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
     if (header.size() != layout.size()) {
       return Error{Code::kSigCrypto, kNoOffset, "internal: header length changed after signing"};
     }
-    s = PwriteAll(tmp.fd(), LengthPrefixed(header), 0);
+    s = tmp.WriteAt(0, LengthPrefixed(header));
     if (!s.ok()) return s.error();
-    s = tmp.Commit(out_path, mode);
+    s = tmp.Commit();
     if (!s.ok()) return s.error();
 
     result.message = std::move(message).value();

@@ -235,11 +235,15 @@ struct SignResult {
 // `out_path` (empty: `path`, in place). The header is rewritten
 // deterministically: tensors in data order as {"dtype","shape",
 // "data_offsets"}, then "__metadata__" with keys sorted bytewise, compact,
-// space-padded so 8 + N is a multiple of 8. Tensor bytes are copied
-// untouched to a temp file beside the output, hashed there (so the
-// signature covers exactly the bytes written), then the file is fsynced and
-// renamed over the output. Mode: the output's if it exists, else the
-// input's. The input must not be a symlink.
+// space-padded so 8 + N is a multiple of 8. A header that would break a
+// limit of `options.limits` (what verify enforces, e.g. max_header_bytes for
+// a file of very many tensors) is refused (kSigOptions, naming the limit
+// and the excess) before anything is written. Tensor bytes are copied
+// untouched to a core::AtomicOutput beside the output, hashed there (so the
+// signature covers exactly the bytes written), then it is fsynced and put
+// in place over the output: a kill at any moment leaves the old output and
+// no temp file. A write error (ENOSPC, EFBIG) names the output. Mode: the
+// output's if it exists, else the input's. The input must not be a symlink.
 core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key,
                                   const SignOptions& options,
                                   const std::string& out_path = "");
