@@ -75,6 +75,20 @@ enum class Code : uint16_t {
   kSigKeyWrite = 310,         // MG-SIG-KEY-WRITE: cannot create a key file (exists?)
   kSigCrypto = 311,           // MG-SIG-CRYPTO: libsodium/OpenSSL failure
   kSigOptions = 312,          // MG-SIG-OPTIONS: bad signing options
+  // Sharded safetensors sets (modelgate/shard_index.h, signer set checks). 400-499.
+  kSetIndex = 400,            // MG-SET-INDEX: index file malformed
+  kSetShardPath = 401,        // MG-SET-SHARD-PATH: shard name leaves the directory
+  kSetLimit = 402,            // MG-SET-LIMIT: index over a limit
+  kSetShardMissing = 403,     // MG-SET-SHARD-MISSING: listed shard absent or not parsed
+  kSetTensorMissing = 404,    // MG-SET-TENSOR-MISSING: weight_map tensor in no shard
+  kSetTensorMisplaced = 405,  // MG-SET-TENSOR-MISPLACED: tensor in another shard than named
+  kSetTensorDuplicate = 406,  // MG-SET-TENSOR-DUPLICATE: tensor in several shards
+  kSetTensorExtra = 407,      // MG-SET-TENSOR-EXTRA: shard tensor the weight_map lacks
+  kSetTotalSize = 408,        // MG-SET-TOTAL-SIZE: metadata.total_size wrong
+  kSetDigest = 409,           // MG-SET-DIGEST: signed set digest differs from the set's
+  kSetPosition = 410,         // MG-SET-POSITION: signed set index/count disagree with the index
+  kSetIncomplete = 411,       // MG-SET-INCOMPLETE: signed set cannot be recomputed
+  kSetNotSigned = 412,        // MG-SET-NOT-SIGNED: shard signed without a set record
 };
 
 // Severity of a finding, most severe first.

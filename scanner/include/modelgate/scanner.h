@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "modelgate/core.h"
+#include "modelgate/shard_index.h"
 
 namespace modelgate::scanner {
 
@@ -96,6 +97,12 @@ inline Finding MakeFinding(std::string id, core::Severity severity, std::string 
 // FindingFromError turns a core error into a finding with its default
 // severity.
 Finding FindingFromError(const core::Error& e);
+
+// CheckShardSet is the MG-SET-* findings of a shard index against the
+// parsed headers of its shards (`shards`: shard name relative to the index's
+// directory -> header, null or absent when the file is missing or did not
+// parse): core::ShardSetErrors, each finding naming the tensor and shards.
+std::vector<Finding> CheckShardSet(const core::ShardIndex& index, const core::ShardHeaders& shards);
 
 }  // namespace modelgate::scanner
 

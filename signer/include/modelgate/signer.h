@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "modelgate/core.h"
+#include "modelgate/shard_index.h"
 
 namespace modelgate::signer {
 
@@ -304,6 +306,72 @@ core::Result<VerifyResult> VerifyFile(const std::string& path,
 core::Result<VerifyResult> VerifyFd(int fd, uint64_t file_size,
                                     std::span<const PublicKey> trusted,
                                     const VerifyOptions& options = {});
+
+// ---- shard sets ---------------------------------------------------------------
+// A sharded model (an index *.safetensors.index.json and its shards) is
+// signed as one set: each shard's record carries set {index i, count n,
+// digest} (docs/stsig.md "Shard sets"), so shards of two signed releases
+// cannot be mixed, and a missing or renamed shard or an edited weight_map is
+// caught.
+
+// SetDigest = SHA-256("STSIG-SET/1\n" || u64(n) || D_1..D_n ||
+// B(CanonicalWeightMap(index))), n = contents.size(): the content digests D_i
+// (ContentDigest) of the shards in index.shards order (bytewise order of
+// their names).
+core::Sha256Digest SetDigest(std::span<const core::Sha256Digest> contents_in_shard_order,
+                             const core::ShardIndex& index);
+
+// FindShardIndex is `path` itself when it is not a directory, else the one
+// *.safetensors.index.json (core::IsShardIndexName) directly in it; none or
+// several: kSigOptions.
+core::Result<std::string> FindShardIndex(const std::string& path);
+
+struct SignSetShard {
+  std::string path;               // index directory + "/" + shard name
+  SetRef set;                     // the record's set
+  core::Sha256Digest content{};   // D of the shard
+  SignResult result;
+};
+struct SignSetResult {
+  std::string index_path;
+  core::ShardIndex index;
+  core::Sha256Digest digest{};    // the set digest
+  std::vector<SignSetShard> shards;  // index.shards order
+};
+
+// SignSet signs every shard of the index at `path` (or the one index in the
+// directory `path`) in place with SignFile and its set record. First, for
+// every shard: open (no symlink anywhere below the index's directory), strict
+// parse, hash every tensor, D; the shards must be distinct files and agree
+// with the index (core::ShardSetErrors, except kSetTotalSize: a refusal
+// names the first problem, nothing is written). Then each shard is signed
+// (atomically, as SignFile) and its written header re-read: its D must be the
+// one the set digest was computed from (else kIoChanged: it changed
+// meanwhile). A failure midway leaves the shards before it signed with the
+// new set and the others unchanged, and says which; signing again gives the
+// same set digest (signing does not change D), so a re-run completes it.
+// `options.set` must be unset (kSigOptions); its other fields apply to every
+// shard. The index file itself is not modified.
+core::Result<SignSetResult> SignSet(const std::string& path, const PrivateKey& key,
+                                    const SignOptions& options);
+
+// SetVerifications maps a shard name of the index to that shard's
+// verification (VerifyFile/VerifyFd); null, or no entry, when it is absent
+// or could not be verified.
+using SetVerifications = std::map<std::string, const VerifyResult*, std::less<>>;
+
+// CheckSet judges the set records of the shards' trusted, verified records
+// (Outcome::kVerified of kValid files) against the index; each error names
+// the shard:
+//  - kSetPosition: a record's set index/count is not the shard's place among
+//    index.shards / their number;
+//  - kSetDigest: a record's set digest differs from SetDigest over the D of
+//    every listed shard (recomputed from its verified header);
+//  - kSetIncomplete (once): some shard carries a set record but a listed
+//    shard is absent or not kValid, so the digest cannot be recomputed;
+//  - kSetNotSigned: a valid shard none of whose verified records has a set.
+// No error when no shard is valid. Untrusted records are not judged.
+std::vector<core::Error> CheckSet(const core::ShardIndex& index, const SetVerifications& verified);
 
 // --- verified loader ---
 //
