@@ -78,6 +78,14 @@ std::string RenderJson(const Report& report) {
   ordered_json doc;
   doc["schema"] = "modelgate.report/v1";
   doc["tool"] = {{"name", "modelgate"}, {"version", std::string(core::kVersion)}};
+  if (!report.policy_path.empty()) {
+    // What the run was judged under, so a registry can record it with what
+    // it admitted.
+    ordered_json policy;
+    PutName(policy, "path", report.policy_path);
+    if (report.policy_sha256) policy["sha256"] = core::HexLower(*report.policy_sha256);
+    doc["policy"] = std::move(policy);
+  }
   ordered_json files = ordered_json::array();
   for (const auto& f : report.files) {
     const auto& s = f.scan;
@@ -86,6 +94,7 @@ std::string RenderJson(const Report& report) {
     if (!f.target.empty()) PutName(j, "target", f.target);  // the HF cache blob judged under `path`
     j["format"] = std::string(scanner::FormatName(s.format));
     j["size"] = s.size;
+    if (f.sha256) j["sha256"] = core::HexLower(*f.sha256);
     j["verdict"] = VerdictName(f.verdict);
     ordered_json findings = ordered_json::array();
     for (const auto& fd : s.findings) {
@@ -104,6 +113,11 @@ std::string RenderJson(const Report& report) {
         x["line"] = fd.line;
         x["column"] = fd.column;
       }
+      if (fd.waived) {  // a policy exception: reported, not counted
+        x["waived"] = {{"reason", fd.waived->reason},
+                       {"expires", fd.waived->expires},
+                       {"severity", std::string(core::SeverityName(fd.waived->severity))}};
+      }
       findings.push_back(std::move(x));
     }
     j["findings"] = std::move(findings);
@@ -120,6 +134,9 @@ std::string RenderJson(const Report& report) {
       sig["key_ids"] = f.signature.key_ids;
       sig["key_names"] = f.signature.key_names;
     }
+    if (!f.signature.kind.empty()) sig["kind"] = f.signature.kind;
+    if (!f.signature.model.empty()) sig["model"] = f.signature.model;
+    if (f.signature.version) sig["version"] = *f.signature.version;
     j["signature"] = std::move(sig);
     if (s.safetensors) j["tensors"] = s.safetensors->tensors.size();
     files.push_back(std::move(j));

@@ -105,6 +105,15 @@ std::string Level(core::Severity s) {
 // from most to least important).
 bool Shown(core::Severity s, SarifLevel min_level) { return LevelOf(s) <= min_level; }
 
+// Severity is what a result says of a finding: for a waived one, its
+// severity before the waiver. A waiver does not change what was found; it
+// is the result's suppression (kind "external": the policy's exception),
+// so code scanning shows it as dismissed, not as an open alert, and the
+// result is there at whatever --sarif-level it had before the waiver.
+core::Severity Severity(const scanner::Finding& fd) {
+  return fd.waived ? fd.waived->severity : fd.severity;
+}
+
 // PercentEncode keeps RFC 3986 unreserved bytes and '/', and escapes every
 // other byte, so hostile names (':' in a first segment, '#', '?', spaces,
 // invalid UTF-8) cannot change what the URI reference means.
@@ -188,9 +197,9 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
   std::map<std::string, core::Severity> rule_severity;
   for (const auto& f : report.files) {
     for (const auto& fd : f.scan.findings) {
-      if (!Shown(fd.severity, min_level)) continue;
-      auto [it, inserted] = rule_severity.emplace(fd.id, fd.severity);
-      if (!inserted) it->second = std::min(it->second, fd.severity);  // lower = more severe
+      if (!Shown(Severity(fd), min_level)) continue;
+      auto [it, inserted] = rule_severity.emplace(fd.id, Severity(fd));
+      if (!inserted) it->second = std::min(it->second, Severity(fd));  // lower = more severe
     }
   }
   std::map<std::string, size_t> rule_index;
@@ -220,6 +229,10 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
 
   ordered_json results = ordered_json::array();
   ordered_json notifications = ordered_json::array();
+  // Every file judged, once per URI: what a registry records of the run
+  // (SHA-256 when hashed, verdict, signature), results pointing at it.
+  ordered_json artifacts = ordered_json::array();
+  std::map<std::string, size_t> artifact_index;
   bool success = true;
   std::map<std::string, size_t> seen;  // fingerprint key -> occurrences
   for (const auto& f : report.files) {
@@ -228,6 +241,23 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
     const std::string uri = ArtifactUri(s.path, cwd, &relative);
     ordered_json artifact{{"uri", uri}};
     if (relative && !cwd.empty()) artifact["uriBaseId"] = "%SRCROOT%";
+    auto [at, inserted] = artifact_index.emplace(uri, artifacts.size());
+    if (inserted) {
+      ordered_json a;
+      a["location"] = artifact;
+      a["length"] = s.size;
+      if (f.sha256) a["hashes"] = {{"sha-256", core::HexLower(*f.sha256)}};
+      ordered_json sig{{"status", f.signature.status}};
+      if (!f.signature.kind.empty()) sig["kind"] = f.signature.kind;
+      if (!f.signature.key_ids.empty()) sig["key_ids"] = f.signature.key_ids;
+      if (!f.signature.model.empty()) sig["model"] = f.signature.model;
+      if (f.signature.version) sig["version"] = *f.signature.version;
+      a["properties"] = {{"format", std::string(scanner::FormatName(s.format))},
+                         {"verdict", VerdictName(f.verdict)},
+                         {"signature", std::move(sig)}};
+      artifacts.push_back(std::move(a));
+    }
+    artifact["index"] = at->second;
     if (f.verdict == Verdict::kError) {
       success = false;
       notifications.push_back(
@@ -241,11 +271,12 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
       std::string key = fd.id + '\0' + uri + '\0' + fd.member + '\0' + std::to_string(fd.offset) +
                         '\0' + std::to_string(fd.member_offset);
       key += '\0' + std::to_string(seen[key]++);
-      if (!Shown(fd.severity, min_level)) continue;
+      const core::Severity severity = Severity(fd);
+      if (!Shown(severity, min_level)) continue;
       ordered_json r;
       r["ruleId"] = fd.id;
       r["ruleIndex"] = rule_index.at(fd.id);
-      r["level"] = Level(fd.severity);
+      r["level"] = Level(severity);
       r["message"] = {{"text", fd.message + Where(fd)}};
       ordered_json physical{{"artifactLocation", artifact}};
       if (fd.line != 0) physical["region"] = {{"startLine", fd.line}, {"startColumn", fd.column}};
@@ -253,9 +284,18 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
       const auto digest = core::Sha256({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
       r["partialFingerprints"] = {
           {"modelgateFinding/v1", core::HexLower(std::span<const uint8_t>(digest.data(), 16))}};
+      if (fd.waived) {
+        r["suppressions"] = ordered_json::array(
+            {{{"kind", "external"}, {"justification", fd.waived->reason}}});
+      }
       ordered_json props;
-      props["severity"] = std::string(core::SeverityName(fd.severity));
-      if (const char* score = SecuritySeverity(fd.severity)) props["security-severity"] = score;
+      props["severity"] = std::string(core::SeverityName(severity));
+      if (const char* score = SecuritySeverity(severity)) props["security-severity"] = score;
+      if (fd.waived) {  // as in the JSON report
+        props["waived"] = {{"reason", fd.waived->reason},
+                           {"expires", fd.waived->expires},
+                           {"severity", std::string(core::SeverityName(fd.waived->severity))}};
+      }
       if (fd.offset != core::kNoOffset) props["offset"] = fd.offset;
       if (!fd.member.empty()) {  // as in the JSON report: escaped, raw bytes beside
         props["member"] = core::EscapeInvalidUtf8(fd.member);
@@ -287,12 +327,18 @@ std::string RenderSarif(const Report& report, SarifLevel min_level) {
   run["columnKind"] = "utf16CodeUnits";
   if (!cwd.empty()) run["originalUriBaseIds"] = {{"%SRCROOT%", {{"uri", DirUri(cwd)}}}};
   run["invocations"] = ordered_json::array({std::move(invocation)});
+  run["artifacts"] = std::move(artifacts);
   run["results"] = std::move(results);
   run["properties"] = {{"summary",
                         {{"files", report.summary.files},
                          {"passed", report.summary.passed},
                          {"rejected", report.summary.rejected},
                          {"errors", report.summary.errors}}}};
+  if (!report.policy_path.empty()) {  // as the JSON report's `policy`
+    ordered_json policy{{"path", core::EscapeInvalidUtf8(report.policy_path)}};
+    if (report.policy_sha256) policy["sha256"] = core::HexLower(*report.policy_sha256);
+    run["properties"]["policy"] = std::move(policy);
+  }
 
   ordered_json doc;
   doc["$schema"] = "https://json.schemastore.org/sarif-2.1.0.json";

@@ -20,12 +20,18 @@ const char* Paint(bool color, core::Severity s) {
   }
 }
 
-// FindingCounts is "1 critical, 2 medium" (most severe first), or "-".
+// FindingCounts is "1 critical, 2 medium, 1 waived" (most severe first,
+// waived findings apart from the info they were turned into), or "-".
 std::string FindingCounts(const std::vector<scanner::Finding>& findings) {
   std::array<size_t, 5> n{};  // indexed by Severity (kCritical = 0 ... kInfo)
+  size_t waived = 0;
   for (const auto& f : findings) {
     const auto i = static_cast<size_t>(f.severity);
-    if (i < n.size()) ++n[i];
+    if (f.waived) {
+      ++waived;
+    } else if (i < n.size()) {
+      ++n[i];
+    }
   }
   std::string out;
   for (size_t i = 0; i < n.size(); ++i) {
@@ -34,6 +40,7 @@ std::string FindingCounts(const std::vector<scanner::Finding>& findings) {
     out += std::to_string(n[i]) + " " +
            std::string(core::SeverityName(static_cast<core::Severity>(i)));
   }
+  if (waived > 0) out += (out.empty() ? "" : ", ") + std::to_string(waived) + " waived";
   return out.empty() ? "-" : out;
 }
 
@@ -48,8 +55,11 @@ std::string SignatureCell(const SignatureReport& sig) {
       const std::string& name = k < sig.key_names.size() ? sig.key_names[k] : "";
       keys += (keys.empty() ? "" : ", ") + (name.empty() ? sig.key_ids[k] : DisplayPath(name));
     }
-    if (keys.empty()) return "valid";
-    return "valid (" + std::string(sig.key_ids.size() == 1 ? "key " : "keys ") + keys + ")";
+    // A detached bundle says so; embedded records are the default reading.
+    const std::string kind = sig.kind == "detached" ? "detached" : "";
+    if (keys.empty()) return kind.empty() ? "valid" : "valid (" + kind + ")";
+    return "valid (" + (kind.empty() ? "" : kind + ", ") +
+           std::string(sig.key_ids.size() == 1 ? "key " : "keys ") + keys + ")";
   }
   if (st == "untrusted") {
     if (!sig.untrusted_key_ids.empty()) {
@@ -58,8 +68,10 @@ std::string SignatureCell(const SignatureReport& sig) {
       return "untrusted (key id" + std::string(sig.untrusted_key_ids.size() == 1 ? " " : "s ") +
              ids + " not trusted)";
     }
-    // The policy's reading: records verified, too few distinct trusted keys.
-    if (!sig.key_ids.empty()) return "untrusted (fewer trusted keys than the policy requires)";
+    // The policy's reading: records verified, but too few distinct trusted
+    // keys, another model, an older version or a kind it does not accept
+    // (the MG-POLICY-SIGNATURE finding says which).
+    if (!sig.key_ids.empty()) return "untrusted (does not meet the policy's signatures rule)";
     return "untrusted";
   }
   return core::EscapeControls(st);  // invalid, missing
@@ -85,9 +97,11 @@ std::string FindingLine(const std::string& path, const scanner::Finding& fd, boo
   }
   // Messages hold names the scanner may not have quoted (and YARA ids come
   // from rule files): nothing in them may reach the terminal raw.
+  // A waived finding says so where the severity would be: it is not an
+  // open problem (its message keeps the reason, expiry and old severity).
+  const std::string label = fd.waived ? "waived" : std::string(core::SeverityName(fd.severity));
   out += std::string(": ") + Paint(color, fd.severity) + core::EscapeControls(fd.id) + " (" +
-         std::string(core::SeverityName(fd.severity)) + ")" + reset + ": " +
-         core::EscapeControls(fd.message);
+         label + ")" + reset + ": " + core::EscapeControls(fd.message);
   // YARA rules folded into this finding (one finding per cause): named as
   // evidence, not counted again.
   if (!fd.corroborated_by.empty()) {
@@ -161,6 +175,11 @@ std::string RenderText(const Report& report, bool color) {
       if (k < f.signature.key_names.size() && !f.signature.key_names[k].empty()) {
         out += " (" + core::Quoted(f.signature.key_names[k]) + ")";
       }
+      // What was signed, for the record: the identity and version a policy
+      // can require, and a detached bundle named as such.
+      if (!f.signature.model.empty()) out += " for model " + core::Quoted(f.signature.model);
+      if (f.signature.version) out += " version " + std::to_string(*f.signature.version);
+      if (f.signature.kind == "detached") out += " in a detached bundle";
       out += "\n";
     }
     for (const auto& fd : f.scan.findings) out += FindingLine(r.cells[kPath], fd, color);

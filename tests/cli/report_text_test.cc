@@ -192,9 +192,10 @@ TEST_CASE("the signature column says what was established: a key only for a vali
   CHECK(Lines(untrusted)[1].find("  untrusted (key id ffeeddccbbaa99887766554433221100 not trusted)  ") !=
         std::string::npos);
   CHECK(untrusted.find("signed by") == std::string::npos);
-  // The policy's reading: a trusted key verified, but fewer than required.
+  // The policy's reading: a trusted key verified, but fewer than required
+  // (or another model, an older version).
   const std::string below = row("untrusted", {kid}, {});
-  CHECK(Lines(below)[1].find("  untrusted (fewer trusted keys than the policy requires)  ") !=
+  CHECK(Lines(below)[1].find("  untrusted (does not meet the policy's signatures rule)  ") !=
         std::string::npos);
   CHECK(below.find("signed by") == std::string::npos);
   CHECK(Lines(row("missing", {}, {}))[1].find("  missing  ") != std::string::npos);
