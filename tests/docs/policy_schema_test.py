@@ -119,6 +119,11 @@ def ex(id_="MG-ST-GAP", sha=SHA, reason="ok", expires="2027-01-31"):
     return H + f"exceptions:\n  - id: {id_}\n    sha256: {sha}\n    reason: {reason}\n    expires: {expires}\n"
 
 
+def sig(extra):
+    """signatures required, one key, `extra` lines inside the mapping."""
+    return H + "signatures:\n  required: true\n" + extra + "  keys:\n    - {name: k, file: good.pub}\n"
+
+
 def keys(entries, required=None, threshold=None):
     s = H + "signatures:\n"
     if required is not None:
@@ -156,6 +161,13 @@ VALID = [
     ("key-name-200-bytes", keys("    - {name: " + "é" * 100 + ", file: good.pub}\n")),
     ("threshold-equals-keys", keys("    - {name: a, file: good.pub}\n    - {name: b, file: k2.pub}\n",
                                    "true", 2)),
+    ("accept-detached", sig("  accept: [detached]\n")),
+    ("accept-both-block", sig("  accept:\n    - embedded\n    - detached\n")),
+    ("model-and-minVersion", sig("  model: acme/llm\n  minVersion: 3\n")),
+    ("model-quoted-number", sig("  model: \"2026\"\n")),
+    ("model-1024-bytes", sig("  model: " + "m" * 1024 + "\n")),
+    ("minVersion-max", sig("  model: m\n  minVersion: 18446744073709551615\n")),
+    ("accept-not-required", H + "signatures: {accept: [embedded], model: m, minVersion: 1}\n"),
 ]
 INVALID = [
     ("no-apiVersion", "kind: Policy\n"),
@@ -217,6 +229,23 @@ INVALID = [
     ("key-name-twice-same-entry", keys("    - {name: a, file: good.pub}\n    - {name: a, file: good.pub}\n")),
     ("required-no-keys", H + "signatures:\n  required: true\n  keys: []\n"),
     ("required-keys-absent", H + "signatures:\n  required: true\n"),
+    ("accept-empty", sig("  accept: []\n")),
+    ("accept-twice", sig("  accept: [detached, detached]\n")),
+    ("accept-unknown", sig("  accept: [sigstore]\n")),
+    ("accept-capital", sig("  accept: [Embedded]\n")),
+    ("accept-scalar", sig("  accept: detached\n")),
+    ("model-empty", sig("  model: \"\"\n")),
+    ("model-null", sig("  model:\n")),
+    ("model-number", sig("  model: 3\n")),
+    ("model-yes", sig("  model: yes\n")),
+    ("model-list", sig("  model: [a]\n")),
+    ("model-1025", sig("  model: " + "m" * 1025 + "\n")),
+    ("minVersion-zero", sig("  minVersion: 0\n")),
+    ("minVersion-string", sig("  minVersion: \"3\"\n")),
+    ("minVersion-negative", sig("  minVersion: -1\n")),
+    ("minVersion-float", sig("  minVersion: 3.0\n")),
+    ("minVersion-2^64", sig("  minVersion: 18446744073709551616\n")),
+    ("minVersion-unknown-spelling", sig("  minversion: 3\n")),
 ]
 for word in ("yes", "no", "on", "off", "y", "n", "True", "FALSE", "\"true\"", "1", ""):
     INVALID.append((f"required-{word.strip(chr(34)) or 'null'}{'-quoted' if word.startswith(chr(34)) else ''}",
@@ -271,6 +300,7 @@ SEMANTIC = [
      f"  - {{id: MG-ST-GAP, sha256: {SHA}, reason: b, expires: 2028-01-31}}\n"),
     ("key-name-twice", keys("    - {name: a, file: good.pub}\n    - {name: a, file: k2.pub}\n")),
     ("key-name-201-bytes", keys("    - {name: " + "é" * 100 + "k, file: good.pub}\n")),
+    ("model-1025-bytes", sig("  model: " + "é" * 512 + "m\n")),
 ]
 
 

@@ -145,3 +145,67 @@ TEST_CASE("RenderSarif: a placed finding has a region, others none", "[sarif][re
   CHECK_FALSE(results[1]["locations"][0]["physicalLocation"].contains("region"));
   CHECK(doc["runs"][0]["columnKind"] == "utf16CodeUnits");
 }
+
+TEST_CASE("sarif.waived: a waived finding is a suppressed result at its unwaived level") {
+  mc::Report r = Everything();
+  // The high finding, waived by a policy exception (policy::Evaluate makes
+  // it info and records the waiver).
+  auto& high = r.files[0].scan.findings[1];
+  high.severity = Severity::kInfo;
+  high.waived = ms::Waiver{"reviewed by security", "2027-01-31", Severity::kHigh};
+  const json doc = json::parse(mc::RenderSarif(r, mc::SarifLevel::kWarning));
+  const json* waived = nullptr;
+  for (const auto& res : doc["runs"][0]["results"]) {
+    if (res["ruleId"] == "MG-PK-UNKNOWN-IMPORT") waived = &res;
+    if (res["ruleId"] != "MG-PK-UNKNOWN-IMPORT") CHECK_FALSE(res.contains("suppressions"));
+  }
+  // Not dropped as an info note at the default level: shown, and suppressed.
+  REQUIRE(waived);
+  CHECK((*waived)["level"] == "error");
+  CHECK((*waived)["suppressions"] ==
+        json::parse(R"([{"kind": "external", "justification": "reviewed by security"}])"));
+  CHECK((*waived)["properties"]["waived"]["expires"] == "2027-01-31");
+  CHECK((*waived)["properties"]["severity"] == "high");
+  // Below the level asked for, a waived finding is left out like any other.
+  CHECK(ResultIds(json::parse(mc::RenderSarif(r, mc::SarifLevel::kError))).count(
+            "MG-PK-UNKNOWN-IMPORT") == 1);
+  high.waived->severity = Severity::kLow;
+  CHECK(ResultIds(json::parse(mc::RenderSarif(r, mc::SarifLevel::kWarning))).count(
+            "MG-PK-UNKNOWN-IMPORT") == 0);
+}
+
+TEST_CASE("sarif.artifacts: one per file, with its SHA-256 and signature; the run's policy") {
+  mc::Report r = Everything();
+  r.files.push_back(r.files[0]);  // the same file named twice: one artifact
+  mc::FileReport signed_file;
+  signed_file.scan.path = "dir/config.json";
+  signed_file.sha256 = modelgate::core::Sha256({});
+  signed_file.signature.status = "valid";
+  signed_file.signature.kind = "detached";
+  signed_file.signature.key_ids = {"00112233445566778899aabbccddeeff"};
+  signed_file.signature.model = "acme/llm";
+  signed_file.signature.version = 3;
+  r.files.push_back(signed_file);
+  r.summary = mc::Summarize(r.files);
+  json doc = json::parse(mc::RenderSarif(r, mc::SarifLevel::kWarning));
+  const json& arts = doc["runs"][0]["artifacts"];
+  REQUIRE(arts.size() == 2);
+  CHECK(arts[0]["location"]["uri"] == "model.bin");
+  CHECK_FALSE(arts[0].contains("hashes"));
+  CHECK(arts[1]["hashes"]["sha-256"] ==
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(arts[1]["properties"]["signature"] ==
+        json::parse(R"({"status": "valid", "kind": "detached",
+                        "key_ids": ["00112233445566778899aabbccddeeff"],
+                        "model": "acme/llm", "version": 3})"));
+  for (const auto& res : doc["runs"][0]["results"]) {
+    CHECK(res["locations"][0]["physicalLocation"]["artifactLocation"]["index"] == 0);
+  }
+  CHECK_FALSE(doc["runs"][0]["properties"].contains("policy"));
+  r.policy_path = "policy.yaml";
+  r.policy_sha256 = modelgate::core::Sha256({});
+  doc = json::parse(mc::RenderSarif(r, mc::SarifLevel::kWarning));
+  CHECK(doc["runs"][0]["properties"]["policy"] ==
+        json::parse(R"({"path": "policy.yaml", "sha256":
+                        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"})"));
+}

@@ -155,6 +155,12 @@ def uri_path(uri, cwd):
 URI_CHARS = re.compile(r"^[A-Za-z0-9\-._~/%]+$")
 
 
+def severity(fd):
+    """A finding's severity in SARIF: a waived one's before the waiver (its
+    result is suppressed, not downgraded)."""
+    return fd["waived"]["severity"] if "waived" in fd else fd["severity"]
+
+
 def check_sarif(doc, cwd, json_report, expect_success, level="warning"):
     """Everything GitHub code scanning relies on; returns the results."""
     validate(doc)
@@ -175,7 +181,7 @@ def check_sarif(doc, cwd, json_report, expect_success, level="warning"):
        os.fsencode(os.path.realpath(cwd)) + b"/", "%SRCROOT%")
 
     findings = [(f, fd) for f in json_report["files"] for fd in f["findings"]
-                if LEVEL_RANK[LEVEL[fd["severity"]]] <= LEVEL_RANK[level]]
+                if LEVEL_RANK[LEVEL[severity(fd)]] <= LEVEL_RANK[level]]
     results = run_["results"]
     eq(len(results), len(findings), f"results count = findings at or above {level}")
 
@@ -211,13 +217,21 @@ def check_sarif(doc, cwd, json_report, expect_success, level="warning"):
     for r, (f, fd) in zip(results, findings):
         eq(r["ruleId"], fd["id"], "result order follows the findings")
         eq(rules[r["ruleIndex"]]["id"], r["ruleId"], "ruleIndex")
-        eq(r["properties"]["severity"], fd["severity"], "severity")
+        sev = severity(fd)
+        eq(r["properties"]["severity"], sev, "severity")
         fixed = TABLE.get(r["ruleId"], {}).get("severity", "-")
-        check(fixed in ("-", fd["severity"]),
-              f"{r['ruleId']} is {fd['severity']}, the table says {fixed}")
-        eq(r["level"], LEVEL[fd["severity"]], f"level of {fd['severity']}")
-        eq(r["properties"].get("security-severity"), SEVERITY_SCORE.get(fd["severity"]),
+        check(fixed in ("-", sev), f"{r['ruleId']} is {sev}, the table says {fixed}")
+        eq(r["level"], LEVEL[sev], f"level of {sev}")
+        eq(r["properties"].get("security-severity"), SEVERITY_SCORE.get(sev),
            "result security-severity")
+        # A waived finding is a suppressed result (the policy's exception),
+        # never an open alert; every other result has no suppressions.
+        if "waived" in fd:
+            eq(r.get("suppressions"), [{"kind": "external", "justification": fd["waived"]["reason"]}],
+               "a waived finding is suppressed")
+            eq(r["properties"].get("waived"), fd["waived"], "properties.waived")
+        else:
+            eq("suppressions" in r, False, f"{fd['id']} is not suppressed")
         check(fd["message"] in r["message"]["text"], "message text carries the finding's message")
         for key in ("offset", "member", "member_bytes", "member_offset", "corroborated_by"):
             eq(r["properties"].get(key), fd.get(key), f"properties.{key}")
@@ -245,8 +259,34 @@ def check_sarif(doc, cwd, json_report, expect_success, level="warning"):
         got = os.path.normpath(uri_path(uri, cwd))
         eq(got, want, f"URI {uri!r} names {f['path']!r}")
         check(r["partialFingerprints"]["modelgateFinding/v1"], "fingerprint")
+        eq(run_["artifacts"][art["index"]]["location"]["uri"], uri, "artifact index names the file")
     fps = [r["partialFingerprints"]["modelgateFinding/v1"] for r in results]
     eq(len(fps), len(set(fps)), "fingerprints are distinct")
+    # One artifact per file judged (per distinct URI), with what the JSON
+    # report says of it: size, SHA-256 when hashed, verdict, signature.
+    arts = run_["artifacts"]
+    eq(len({a["location"]["uri"] for a in arts}), len(arts), "artifacts are unique")
+
+    def file_key(f):
+        raw = bytes.fromhex(f["path_bytes"]) if "path_bytes" in f else f["path"].encode()
+        return os.path.normpath(os.path.join(os.fsencode(cwd), raw))
+    first = {}
+    for f in json_report["files"]:
+        first.setdefault(file_key(f), f)
+    eq(len(arts), len(first), "one artifact per file")
+    for a in arts:
+        f = first.get(os.path.normpath(uri_path(a["location"]["uri"], cwd)))
+        check(f is not None, f"artifact {a['location']['uri']!r} is a file of the report")
+        eq(a["length"], f["size"], "artifact length")
+        eq(a.get("hashes"), {"sha-256": f["sha256"]} if "sha256" in f else None, "artifact hashes")
+        eq(a["properties"]["verdict"], f["verdict"], "artifact verdict")
+        eq(a["properties"]["signature"]["status"], f["signature"]["status"], "artifact signature")
+        for key in ("kind", "key_ids", "model", "version"):
+            eq(a["properties"]["signature"].get(key), f["signature"].get(key), f"signature.{key}")
+    if "policy" in json_report:
+        eq(run_["properties"]["policy"], json_report["policy"], "the run's policy")
+    else:
+        eq("policy" in run_["properties"], False, "no policy, no policy property")
     return results
 
 
@@ -478,6 +518,50 @@ def verify_sarif(d):
     eq(code, 1, "unsigned file rejected")
     results = check_sarif(json.loads(sout), d, json.loads(jout), True)
     check(any(r["ruleId"].startswith("MG-SIG-") for r in results), "signature finding")
+
+
+@test
+def waived_findings_are_suppressed(d):
+    """A policy exception for one exact file: its finding is a suppressed
+    result at the level it had (SARIF suppressions, kind external, the
+    reason as justification), the same finding in another file an open
+    alert; the run names the policy and its SHA-256, each artifact its file's."""
+    import hashlib
+    write(d, "evil.safetensors", TRAILING)
+    write(d, "other.safetensors", TRAILING + b"\0")
+    write(d, "policy.yaml", b"apiVersion: modelgate/v1\nkind: Policy\nexceptions:\n"
+          + f"  - {{id: MG-ST-TRAILING-BYTES, sha256: \"{hashlib.sha256(TRAILING).hexdigest()}\", "
+          "reason: \"vendor padding, reviewed\", expires: 2999-12-31}\n".encode())
+    args = ("check", "--policy", "policy.yaml", "evil.safetensors", "other.safetensors")
+    _, jout, _ = run(d, *args[:3], "-f", "json", *args[3:])
+    code, sout, err = run(d, *args[:3], "-f", "sarif", *args[3:])
+    eq(code, 1, f"other.safetensors is still rejected ({err})")
+    rep_, doc = json.loads(jout), json.loads(sout)
+    results = check_sarif(doc, d, rep_, True)
+    trailing = [r for r in results if r["ruleId"] == "MG-ST-TRAILING-BYTES"]
+    eq(len(trailing), 2, "both files' findings are results")
+    by_uri = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: r for r in trailing}
+    waived, open_ = by_uri["evil.safetensors"], by_uri["other.safetensors"]
+    eq(waived["suppressions"], [{"kind": "external", "justification": "vendor padding, reviewed"}],
+       "suppressed by the exception")
+    eq(waived["level"], open_["level"], "at the level it had")
+    eq("suppressions" in open_, False, "the other file's finding is open")
+    eq(waived["partialFingerprints"] != open_["partialFingerprints"], True, "two alerts")
+    # The schemas do check suppressions: a kind SARIF does not define fails.
+    waived["suppressions"][0]["kind"] = "waiver"
+    for name, v in VALIDATORS:
+        check(not v.is_valid(doc), f"{name} rejects suppression kind 'waiver'")
+    waived["suppressions"][0]["kind"] = "external"
+    with open(os.path.join(d, "policy.yaml"), "rb") as fh:
+        eq(doc["runs"][0]["properties"]["policy"],
+           {"path": "policy.yaml", "sha256": hashlib.sha256(fh.read()).hexdigest()}, "policy")
+    arts = {a["location"]["uri"]: a for a in doc["runs"][0]["artifacts"]}
+    eq(arts["evil.safetensors"]["hashes"], {"sha-256": hashlib.sha256(TRAILING).hexdigest()},
+       "the file's SHA-256")
+    # Without a policy (scan): no policy property, artifacts without hashes.
+    code, doc, rep_, _ = scan_both(d, "evil.safetensors")
+    check_sarif(doc, d, rep_, True)
+    eq("policy" in doc["runs"][0]["properties"], False, "scan has no policy")
 
 
 @test
