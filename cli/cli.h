@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -17,6 +18,8 @@ namespace modelgate::cli {
 // Verdict of one file.
 enum class Verdict { kPass, kReject, kError };
 const char* VerdictName(Verdict v);
+
+struct ModelSide;  // model_dir.h
 
 // SignatureReport is the `signature` object of a file's report.
 struct SignatureReport {
@@ -33,6 +36,10 @@ struct SignatureReport {
   // check ("" / nullopt when none was signed; an STSIG version 0 is none).
   std::string model;
   std::optional<uint64_t> version;
+  // Against a detached bundle: "signed" | "changed" | "added" | "ignored"
+  // (oms::FileStateName); "" when no bundle covers the file's tree. The
+  // missing files a bundle lists are entries of their own.
+  std::string detached_state;
 };
 
 // SignatureFrom fills a report's signature object from a verification:
@@ -53,6 +60,8 @@ struct FileReport {
   // checks after the walk find a directory's files by them).
   size_t operand = 0;
   std::string rel;
+  // What the model-level checks need of this file (model_dir.h), if any.
+  std::shared_ptr<ModelSide> side;
 };
 
 struct Summary {

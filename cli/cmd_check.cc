@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "exit_code.h"
+#include "model_dir.h"
 #include "modelgate/policy.h"
 #include "modelgate/signer.h"
 #include "options.h"
@@ -22,14 +23,14 @@ Verdict FromDecision(policy::Decision d) {
   return Verdict::kError;
 }
 
-// CheckOne judges one target under the policy. The scan, the signature and
-// the file SHA-256 all read `file` (null when the walk judged the target):
-// a file swapped between them cannot lend one file's signature or exception
-// to another's findings.
+// CheckOne judges one target under the policy. The scan, the signature,
+// the detached bundle's digests and the file SHA-256 all read `file` (null
+// when the walk judged the target): a file swapped between them cannot lend
+// one file's signature or exception to another's findings.
 FileReport CheckOne(const Target& target, const core::OpenedFile* file, const policy::Policy& p,
                     const scanner::ScanOptions& scan_options,
-                    std::span<const signer::PublicKey> keys, const policy::Date& today,
-                    Progress* progress) {
+                    std::span<const signer::PublicKey> keys, const DetachedScope& scope,
+                    const policy::Date& today, Progress* progress) {
   FileReport fr;
   if (!WalkFindings(target, &fr)) fr.scan = scanner::ScanOpened(*file, target.path, scan_options);
   core::HashOptions hash;
@@ -47,16 +48,21 @@ FileReport CheckOne(const Target& target, const core::OpenedFile* file, const po
       verify = std::move(v).value();
     }
   }
-  std::optional<core::Sha256Digest> sha;
-  if (file && !fr.scan.io_error && policy::NeedsFileSha256(p)) {
-    if (progress) progress->Phase("sha-256");  // for exceptions pinned to it
-    auto h = policy::FileSha256(file->fd, file->size, hash);
-    if (h.ok()) {
-      sha = h.value();
+  // The whole file's SHA-256 (the report's, an exception's) and, with a
+  // bundle, the digests it lists for this file: one pass over the fd.
+  std::optional<policy::DetachedEvidence> detached;
+  std::string detached_state;
+  if (file && !fr.scan.io_error) {
+    if (progress) progress->Phase("sha-256");
+    auto j = JudgeDetached(scope, target, *file, hash);
+    if (j.ok()) {
+      fr.sha256 = j.value().sha256;
+      if (scope.present) detached = j.value().evidence;
+      detached_state = j.value().state;
     } else {
-      // An exception may hinge on this digest: without it, no verdict.
+      // An exception or the bundle may hinge on this digest: no verdict.
       fr.scan.io_error = true;
-      fr.scan.findings.push_back(scanner::FindingFromError(h.error()));
+      fr.scan.findings.push_back(scanner::FindingFromError(j.error()));
     }
   }
   if (file) {
@@ -66,11 +72,23 @@ FileReport CheckOne(const Target& target, const core::OpenedFile* file, const po
       fr.scan.findings.push_back(scanner::FindingFromError(same.error()));
     }
   }
-  policy::Verdict v = policy::Evaluate(p, fr.scan, verify, sha, today);
+  policy::Verdict v = policy::Evaluate(p, fr.scan, verify, fr.sha256, today, detached);
   fr.verdict = FromDecision(v.decision);
   fr.scan.findings = v.ReportedFindings();
   if (verify) fr.signature = SignatureFrom(*verify);
   fr.signature.status = v.signature_status;  // the policy's reading of it
+  fr.signature.kind = v.signature_kind;
+  fr.signature.model = v.signed_model;
+  fr.signature.version = v.signed_version;
+  if (!v.signed_kids.empty()) {
+    fr.signature.key_ids = v.signed_kids;
+    fr.signature.key_names = v.signed_by;
+  }
+  fr.signature.detached_state = detached_state;
+  if (verify) {
+    fr.side = std::make_shared<ModelSide>();
+    fr.side->verification = std::move(verify);
+  }
   return fr;
 }
 
@@ -89,10 +107,23 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
   }
   const std::vector<signer::PublicKey> keys = policy::TrustedKeys(p.value());
   const policy::Date today = policy::Today();
+  if (!opts.sig_path.empty() && opts.paths.size() != 1) {
+    return Usage("check", "--sig covers one model: give exactly one PATH");
+  }
+  auto scopes = LoadDetachedScopes(opts, keys);
+  if (!scopes.ok()) {
+    std::cerr << "modelgate: " << scopes.error().message << "\n";
+    return kExitCannotJudge;
+  }
   Report report =
       RunFiles(opts, [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
-        return CheckOne(target, file, p.value(), scan_options.value(), keys, today, progress);
+        return CheckOne(target, file, p.value(), scan_options.value(), keys,
+                        scopes.value()[target.operand], today, progress);
       });
+  FinishModels(scopes.value(), opts, p.value().signatures_required, &report);
+  FinishSets(p.value().fail_on, &report);
+  report.policy_path = policy_path;
+  report.policy_sha256 = p.value().sha256;
   return EmitReport(report, opts);
 }
 

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "exit_code.h"
+#include "model_dir.h"
 #include "options.h"
 
 namespace modelgate::cli {
@@ -49,6 +50,7 @@ int RunScan(const CommonOptions& opts) {
     fr.verdict = Judge(fr.scan, opts.fail_on);
     return fr;
   });
+  FinishSets(opts.fail_on, &report);
   return EmitReport(report, opts);
 }
 

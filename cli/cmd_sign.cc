@@ -9,6 +9,8 @@
 
 #include "cli.h"
 #include "exit_code.h"
+#include "model_dir.h"
+#include "modelgate/detached.h"
 #include "modelgate/signer.h"
 #include "options.h"
 #include "progress.h"
@@ -88,8 +90,8 @@ FileReport VerifyOne(const Target& target, const core::OpenedFile* file,
     fr.scan.findings.push_back(scanner::MakeFinding(
         "MG-SIG-MISSING", core::Severity::kHigh,
         NotSafetensors(sniffed) +
-            "; signatures are embedded in safetensors files only, so it carries none "
-            "(detached signatures are not implemented yet)"));
+            "; embedded signatures exist in safetensors files only, so it carries none "
+            "(a detached bundle covers any file: sign --detached, verify --sig)"));
     fr.verdict = Verdict::kReject;
     return fr;
   }
@@ -107,6 +109,7 @@ FileReport VerifyOne(const Target& target, const core::OpenedFile* file,
   }
   const auto& v = r.value();
   fr.signature = SignatureFrom(v);
+  fr.signature.kind = "embedded";
   if (v.valid()) {
     fr.scan.safetensors = v.file;
     fr.verdict = Verdict::kPass;
@@ -114,6 +117,8 @@ FileReport VerifyOne(const Target& target, const core::OpenedFile* file,
     fr.scan.findings.push_back(scanner::FindingFromError(v.reason));
     fr.verdict = Verdict::kReject;
   }
+  fr.side = std::make_shared<ModelSide>();
+  fr.side->verification = std::move(r).value();
   return fr;
 }
 
@@ -135,22 +140,204 @@ SignatureReport SignatureFrom(const signer::VerifyResult& v) {
 
 int RunKeygen(const CommonOptions& opts) {
   if (opts.out_prefix.empty()) return Usage("keygen", "needs --out PREFIX");
-  auto r = signer::Keygen(opts.out_prefix);
+  const std::optional<signer::KeyAlg> alg = signer::ParseKeyAlg(opts.key_alg);
+  // app.cc lets only KeyAlgName values through; this is the backstop.
+  if (!alg) return Usage("keygen", "unknown --alg " + opts.key_alg);
+  auto r = signer::Keygen(opts.out_prefix, *alg);
   if (!r.ok()) return Failure(opts.out_prefix, r.error());
   std::cout << "wrote " << DisplayPath(r.value().private_path) << " (private key, mode 0600) and "
             << DisplayPath(r.value().public_path) << "\nkey id " << r.value().public_key.kid_hex()
             << "\n";
+  if (*alg != signer::KeyAlg::kEd25519) {
+    std::cout << signer::KeyAlgName(*alg)
+              << " key: it signs detached bundles (sign --detached), not embedded STSIG\n";
+  }
   return kExitPass;
 }
+
+namespace {
+
+// DefaultBundlePath: DIR/model.sig for a directory (where check finds it),
+// FILE.sig beside one file.
+std::string DefaultBundlePath(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return path.empty() || path.back() == '/' ? path + std::string(kBundleName)
+                                              : path + "/" + std::string(kBundleName);
+  }
+  return path + ".sig";
+}
+
+int RunSignDetached(const CommonOptions& opts) {
+  const std::string& path = opts.paths[0];
+  auto key = signer::LoadPrivateKey(opts.key);
+  if (!key.ok()) return Failure(opts.key, key.error());
+  signer::oms::DetachedSignOptions so;
+  so.ignore = opts.ignore;
+  so.model = opts.model;
+  so.version = opts.version;
+  const std::string out = opts.out_path.empty() ? DefaultBundlePath(path) : opts.out_path;
+  auto r = signer::oms::SignDetached(path, key.value(), out, so);
+  if (!r.ok()) return Failure(path, r.error());
+  if (!opts.quiet) {
+    std::cout << "signed " << r.value().files << " file(s), " << r.value().bytes << " bytes, of "
+              << DisplayPath(path) << " into " << DisplayPath(out) << " with "
+              << signer::KeyAlgName(key.value().alg()) << " key "
+              << key.value().public_key().kid_hex() << "\n";
+  }
+  return kExitPass;
+}
+
+// DetachedReport turns a detached verification into one entry per file:
+// the bundle's own entry when it is not valid, else every present file
+// (signed, changed, added, ignored) and every missing one.
+Report DetachedReport(const CommonOptions& opts, const signer::oms::DetachedVerifyResult& v) {
+  namespace oms = signer::oms;
+  Report report;
+  const std::string& root = opts.paths[0];
+  auto join = [&](const std::string& rel) {
+    if (rel == "." || rel.empty()) return root;
+    return root.empty() || root.back() == '/' ? root + rel : root + "/" + rel;
+  };
+  auto entry = [&](const std::string& path) {
+    FileReport fr;
+    fr.scan.path = path;
+    fr.signature.kind = "detached";
+    fr.signature.key_ids = v.bundle.kids;
+    fr.signature.key_names = v.bundle.key_names;
+    fr.signature.model = v.manifest.subject_name;
+    fr.signature.version = v.manifest.version;
+    return fr;
+  };
+  if (v.bundle.status != signer::SigStatus::kValid) {
+    FileReport fr = entry(opts.sig_path);
+    fr.signature.status = std::string(signer::SigStatusName(v.bundle.status));
+    fr.signature.model.clear();
+    fr.signature.version.reset();
+    scanner::Finding f = scanner::FindingFromError(v.bundle.reason);
+    if (v.bundle.why != oms::Reason::kNone) f.id = std::string(oms::ReasonId(v.bundle.why));
+    f.message = "detached bundle " + fr.signature.status + ": " + f.message;
+    fr.scan.findings.push_back(std::move(f));
+    fr.verdict = Verdict::kReject;
+    report.files.push_back(std::move(fr));
+    return report;
+  }
+  for (const oms::DetachedFile& df : v.files) {
+    FileReport fr = entry(join(df.path));
+    fr.scan.size = df.size;
+    fr.sha256 = df.sha256;
+    fr.signature.detached_state = std::string(oms::FileStateName(df.state));
+    fr.signature.status = "valid";
+    fr.verdict = Verdict::kPass;
+    if (df.state == oms::FileState::kChanged) {
+      fr.signature.status = "invalid";
+      fr.scan.findings.push_back(scanner::MakeFinding(
+          std::string(oms::ReasonId(oms::Reason::kFileChanged)), core::Severity::kCritical,
+          "changed since the bundle signed it: its SHA-256 is " + core::HexLower(df.sha256) +
+              ", not what the bundle lists"));
+      fr.verdict = Verdict::kReject;
+    } else if (df.state == oms::FileState::kAdded) {
+      fr.signature.status = "missing";
+      fr.scan.findings.push_back(scanner::MakeFinding(
+          std::string(oms::ReasonId(oms::Reason::kFileUnsigned)),
+          v.allow_unsigned_files ? core::Severity::kInfo : core::Severity::kHigh,
+          std::string("not listed in the detached bundle (added since it was signed)") +
+              (v.allow_unsigned_files ? "; passes under --allow-unsigned-files" : "")));
+      if (!v.allow_unsigned_files) fr.verdict = Verdict::kReject;
+    } else if (df.state == oms::FileState::kIgnored) {
+      fr.signature.status = "not-checked";
+    }
+    report.files.push_back(std::move(fr));
+  }
+  for (const std::string& rel : v.missing) {
+    FileReport fr = entry(join(rel));
+    fr.signature.status = "invalid";
+    fr.signature.detached_state = "missing";
+    fr.scan.findings.push_back(scanner::MakeFinding(
+        std::string(oms::ReasonId(oms::Reason::kFileMissing)), core::Severity::kCritical,
+        "listed in the detached bundle but missing: deleted, renamed or moved since it was "
+        "signed"));
+    fr.verdict = Verdict::kReject;
+    report.files.push_back(std::move(fr));
+  }
+  return report;
+}
+
+int RunVerifyDetached(const CommonOptions& opts, std::span<const signer::PublicKey> trusted) {
+  if (opts.paths.size() != 1) return Usage("verify", "--sig covers one model: give exactly one PATH");
+  signer::oms::DetachedVerifyOptions vo;
+  vo.allow_unsigned_files = opts.allow_unsigned_files;
+  vo.sig_path = opts.sig_path;
+  auto r = signer::oms::VerifyDetached(opts.paths[0], opts.sig_path, trusted, vo);
+  if (!r.ok()) {
+    Report report;
+    FileReport fr;
+    fr.scan.path = opts.paths[0];
+    fr.scan.io_error = true;
+    fr.scan.findings.push_back(scanner::FindingFromError(r.error()));
+    fr.verdict = Verdict::kError;
+    report.files.push_back(std::move(fr));
+    return EmitReport(report, opts);
+  }
+  Report report = DetachedReport(opts, r.value());
+  return EmitReport(report, opts);
+}
+
+// IsShardSetPath: embedded signing of a whole sharded model, given its
+// directory or its *.safetensors.index.json.
+bool IsShardSetPath(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return true;
+  const size_t slash = path.rfind('/');
+  return core::IsShardIndexName(slash == std::string::npos ? path : path.substr(slash + 1));
+}
+
+// RunSignSet signs every shard of the index with its set record
+// (signer::SignSet): a shard set whose index breaks a rule is rejected (1),
+// anything else that stops it is exit 2.
+int RunSignSet(const CommonOptions& opts) {
+  const std::string& path = opts.paths[0];
+  if (!opts.out_path.empty()) {
+    return Usage("sign", "-o writes one file; a shard set is signed in place");
+  }
+  auto key = signer::LoadPrivateKey(opts.key);
+  if (!key.ok()) return Failure(opts.key, key.error());
+  signer::SignOptions so;
+  so.model = opts.model;
+  so.version = opts.version.value_or(0);
+  auto r = signer::SignSet(path, key.value(), so);
+  if (!r.ok()) {
+    const core::Error& e = r.error();
+    std::cerr << "modelgate: " << DisplayPath(path) << ": " << core::FindingId(e.code) << ": "
+              << e.message << "\n";
+    const auto code = static_cast<uint16_t>(e.code);
+    const bool rule = (code >= 100 && code < 200) ||
+                      (code >= static_cast<uint16_t>(core::Code::kSetIndex) &&
+                       code <= static_cast<uint16_t>(core::Code::kSetTotalSize));
+    return rule ? kExitRejected : kExitCannotJudge;
+  }
+  if (!opts.quiet) {
+    const signer::SignSetResult& set = r.value();
+    for (const signer::SignSetShard& s : set.shards) {
+      std::cout << "signed " << DisplayPath(s.path) << " (shard " << s.set.index + 1 << " of "
+                << s.set.count << ")\n";
+    }
+    std::cout << "signed the set of " << DisplayPath(set.index_path) << " with key "
+              << key.value().public_key().kid_hex() << ": set digest "
+              << core::HexLower(set.digest) << "\n";
+  }
+  return kExitPass;
+}
+
+}  // namespace
 
 int RunSign(const CommonOptions& opts) {
   if (opts.key.empty()) return Usage("sign", "needs --key FILE");
   if (opts.paths.size() != 1) return Usage("sign", "takes exactly one PATH");
-  if (opts.detached) {
-    std::cerr << "modelgate: --detached (OpenSSF model signing) is not implemented in this version\n";
-    return kExitCannotJudge;
-  }
+  if (opts.detached) return RunSignDetached(opts);
+  if (!opts.ignore.empty()) return Usage("sign", "--ignore applies to --detached only");
   const std::string& path = opts.paths[0];
+  if (IsShardSetPath(path)) return RunSignSet(opts);
   // Wrong input is said in words before the key is read: a JSON config
   // parsed as safetensors would only report a header length of 19 digits.
   // (SignFile opens and checks the file itself; this open only names it.)
@@ -201,10 +388,13 @@ int RunVerify(const CommonOptions& opts) {
     k.value().name = p;
     trusted.push_back(std::move(k).value());
   }
+  if (!opts.sig_path.empty()) return RunVerifyDetached(opts, trusted);
+  if (opts.allow_unsigned_files) return Usage("verify", "--allow-unsigned-files needs --sig");
   Report report =
       RunFiles(opts, [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
         return VerifyOne(target, file, trusted, progress);
       });
+  FinishSets(core::Severity::kHigh, &report);
   return EmitReport(report, opts);
 }
 

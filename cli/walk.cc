@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "cli.h"
+#include "model_dir.h"
 #include "options.h"
 #include "progress.h"
 #include "stdin_spool.h"
@@ -271,6 +272,7 @@ Report RunFiles(const CommonOptions& opts, const JudgeFn& one) {
       fr.verdict = Verdict::kError;
     } else {
       fr = one(target, &opened.value(), progress.get());
+      ReadIndexIfAny(target, opened.value(), &fr);  // a sharded set's index, from this fd
       const bool seen = std::any_of(fr.scan.findings.begin(), fr.scan.findings.end(),
                                     [](const scanner::Finding& f) { return f.id == "MG-IO-CHANGED"; });
       if (auto same = TargetUnchanged(target, opened.value()); !same.ok() && !seen) {

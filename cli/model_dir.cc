@@ -1,0 +1,297 @@
+#include "model_dir.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "options.h"
+
+namespace modelgate::cli {
+namespace {
+
+namespace oms = signer::oms;
+
+std::string JoinPath(const std::string& dir, const std::string& rel) {
+  if (rel.empty() || rel == ".") return dir;
+  if (!dir.empty() && dir.back() == '/') return dir + rel;
+  return dir + "/" + rel;
+}
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return path.substr(0, slash);
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Relative is `path` relative to the directory `root` when it lies in it
+// (textually: the bundle named by --sig as DIR/x or found there), else "".
+std::string Relative(const std::string& root, const std::string& path) {
+  std::string prefix = root;
+  if (prefix.empty() || prefix.back() != '/') prefix += '/';
+  if (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0) {
+    return path.substr(prefix.size());
+  }
+  return {};
+}
+
+// ReadBundle reads the bundle file once: no symlink followed, a regular
+// file, at most kMaxBundleBytes (a larger one is rejected unread).
+core::Result<std::string> ReadBundle(const std::string& path, bool* too_large) {
+  auto f = core::OpenRegularFile(path, /*follow_symlink=*/false);
+  if (!f.ok()) return f.error();
+  if (f.value().size > oms::kMaxBundleBytes) {
+    *too_large = true;
+    return std::string();
+  }
+  std::string text(static_cast<size_t>(f.value().size), '\0');
+  auto st = core::PreadExact(
+      f.value().fd, 0, {reinterpret_cast<uint8_t*>(text.data()), text.size()});
+  if (!st.ok()) return st.error();
+  return text;
+}
+
+scanner::Finding OmsFinding(std::string_view id, core::Severity sev, std::string message) {
+  return scanner::MakeFinding(std::string(id), sev, std::move(message));
+}
+
+}  // namespace
+
+core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
+    const CommonOptions& opts, std::span<const signer::PublicKey> trusted) {
+  std::vector<DetachedScope> scopes(opts.paths.size());
+  for (size_t i = 0; i < opts.paths.size(); ++i) {
+    const std::string& operand = opts.paths[i];
+    DetachedScope& scope = scopes[i];
+    const bool dir = IsDirectory(operand);
+    scope.single_file = !dir;
+    if (!opts.sig_path.empty()) {
+      scope.bundle_path = opts.sig_path;
+    } else if (dir) {
+      const std::string candidate = JoinPath(operand, std::string(kBundleName));
+      struct stat st {};
+      if (::lstat(candidate.c_str(), &st) != 0) continue;  // no bundle: nothing detached
+      // A link or special file named model.sig is still "the bundle": it
+      // is read as ReadBundle reads any bundle, and refused.
+      scope.bundle_path = candidate;
+    } else {
+      continue;
+    }
+    scope.present = true;
+    if (dir) scope.bundle_rel = Relative(operand, scope.bundle_path);
+    bool too_large = false;
+    auto text = ReadBundle(scope.bundle_path, &too_large);
+    if (!text.ok()) {
+      core::Error e = text.error();
+      e.message = DisplayPath(scope.bundle_path) + ": " + e.message;
+      return e;
+    }
+    if (too_large) {
+      scope.verdict.status = signer::SigStatus::kInvalid;
+      scope.verdict.why = oms::Reason::kLimit;
+      scope.verdict.reason = core::Error{
+          core::Code::kSigBadRecord, core::kNoOffset,
+          "the bundle is larger than the limit of " + std::to_string(oms::kMaxBundleBytes) +
+              " bytes (kMaxBundleBytes); not read"};
+      scope.reason_id = std::string(oms::ReasonId(oms::Reason::kLimit));
+      continue;
+    }
+    oms::Reason why = oms::Reason::kNone;
+    auto bundle = oms::ParseBundle(text.value(), {}, &why);
+    if (!bundle.ok()) {
+      scope.verdict.status = signer::SigStatus::kInvalid;
+      scope.verdict.why = why == oms::Reason::kNone ? oms::Reason::kMalformed : why;
+      scope.verdict.reason = bundle.error();
+      scope.reason_id = std::string(oms::ReasonId(scope.verdict.why));
+      continue;
+    }
+    scope.verdict = oms::VerifyBundle(bundle.value(), trusted);
+    if (scope.verdict.status != signer::SigStatus::kValid) {
+      scope.reason_id = std::string(oms::ReasonId(scope.verdict.why));
+    }
+    scope.bundle = std::move(bundle).value();
+  }
+  return scopes;
+}
+
+core::Result<DetachedJudgement> JudgeDetached(const DetachedScope& scope, const Target& target,
+                                              const core::OpenedFile& file,
+                                              const core::HashOptions& hash) {
+  DetachedJudgement out;
+  const bool valid = scope.present && scope.bundle && scope.verdict.status == signer::SigStatus::kValid;
+  std::vector<core::ByteRange> ranges;
+  const std::string rel = scope.single_file ? "." : target.rel;
+  if (valid) ranges = oms::RangesFor(scope.bundle->manifest, file.size);
+  // The whole file last: the report's sha256 (in files mode it is the
+  // manifest's one range, hashed once).
+  const bool whole_listed = ranges.size() == 1 && ranges[0].offset == 0 &&
+                            ranges[0].size_bytes == file.size;
+  if (!whole_listed) ranges.push_back({0, file.size});
+  auto digests = core::HashRanges(file.fd, ranges, hash);
+  if (!digests.ok()) return digests.error();
+  out.sha256 = digests.value().back();
+  if (!scope.present) return out;
+  policy::DetachedEvidence& ev = out.evidence;
+  ev.bundle_status = scope.verdict.status;
+  ev.key_names = scope.verdict.key_names;
+  ev.kids = scope.verdict.kids;
+  if (!valid) {
+    ev.reason = scope.verdict.reason.message;
+    return out;
+  }
+  const oms::Manifest& m = scope.bundle->manifest;
+  ev.model = m.subject_name;
+  ev.version = m.version;
+  std::span<const core::Sha256Digest> listed(digests.value().data(),
+                                             whole_listed ? 1 : digests.value().size() - 1);
+  oms::FileState state = oms::FileState::kAdded;
+  if (!scope.bundle_rel.empty() && target.rel == scope.bundle_rel) {
+    state = oms::FileState::kIgnored;  // the signature itself
+  } else {
+    state = oms::Compare(m, rel, listed, file.size);
+  }
+  ev.state = static_cast<policy::DetachedState>(state);
+  out.state = std::string(oms::FileStateName(state));
+  return out;
+}
+
+void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions& opts,
+                  bool require_nonempty, Report* report) {
+  for (size_t i = 0; i < scopes.size() && i < opts.paths.size(); ++i) {
+    const DetachedScope& scope = scopes[i];
+    const std::string& operand = opts.paths[i];
+    std::vector<std::string> present;
+    size_t judged = 0;
+    FileReport* bundle_entry = nullptr;
+    for (FileReport& fr : report->files) {
+      if (fr.operand != i) continue;
+      present.push_back(scope.single_file ? "." : fr.rel);
+      if (scope.present && !scope.bundle_rel.empty() && fr.rel == scope.bundle_rel) {
+        bundle_entry = &fr;
+        continue;
+      }
+      const bool ignored = scope.bundle && scope.verdict.status == signer::SigStatus::kValid &&
+                           oms::IsIgnored(scope.bundle->manifest, fr.rel);
+      if (!ignored) ++judged;
+    }
+    if (scope.present && scope.verdict.status != signer::SigStatus::kValid) {
+      scanner::Finding f =
+          OmsFinding(scope.reason_id.empty() ? "MG-OMS-BUNDLE" : scope.reason_id,
+                     core::Severity::kCritical,
+                     "detached bundle " + std::string(signer::SigStatusName(scope.verdict.status)) +
+                         ": " + scope.verdict.reason.message);
+      if (scope.verdict.status == signer::SigStatus::kUntrusted) f.severity = core::Severity::kHigh;
+      if (bundle_entry == nullptr) {
+        FileReport fr;
+        fr.scan.path = scope.bundle_path;
+        fr.operand = i;
+        report->files.push_back(std::move(fr));
+        bundle_entry = &report->files.back();
+      }
+      bundle_entry->scan.findings.push_back(std::move(f));
+      bundle_entry->signature.kind = "detached";
+      bundle_entry->signature.status = std::string(signer::SigStatusName(scope.verdict.status));
+      if (bundle_entry->verdict != Verdict::kError) bundle_entry->verdict = Verdict::kReject;
+    }
+    if (scope.bundle && scope.verdict.status == signer::SigStatus::kValid) {
+      for (const std::string& rel : oms::Missing(scope.bundle->manifest, present)) {
+        FileReport fr;
+        fr.scan.path = scope.single_file ? operand : JoinPath(operand, rel);
+        fr.operand = i;
+        fr.rel = rel;
+        fr.signature.kind = "detached";
+        fr.signature.status = "invalid";
+        fr.scan.findings.push_back(OmsFinding(
+            oms::ReasonId(oms::Reason::kFileMissing), core::Severity::kCritical,
+            "listed in the detached bundle " + DisplayPath(scope.bundle_path) +
+                " but missing: deleted, renamed or moved since it was signed"));
+        fr.verdict = Verdict::kReject;
+        report->files.push_back(std::move(fr));
+      }
+    }
+    if (require_nonempty && judged == 0 && IsDirectory(operand)) {
+      FileReport fr;
+      fr.scan.path = operand;
+      fr.operand = i;
+      fr.scan.findings.push_back(OmsFinding(
+          "MG-POLICY-EMPTY-MODEL", core::Severity::kHigh,
+          "nothing to judge: the directory holds no file" +
+              std::string(scope.present ? " the bundle does not ignore" : "") +
+              ", and the policy requires signatures"));
+      fr.verdict = Verdict::kReject;
+      report->files.push_back(std::move(fr));
+    }
+  }
+}
+
+void ReadIndexIfAny(const Target& target, const core::OpenedFile& file, FileReport* fr) {
+  if (!core::IsShardIndexName(BaseName(target.path)) || fr->verdict == Verdict::kError) return;
+  auto index = core::ReadShardIndex(file.fd, file.size, core::Limits{});
+  if (!fr->side) fr->side = std::make_shared<ModelSide>();
+  if (index.ok()) {
+    fr->side->index = std::move(index).value();
+    return;
+  }
+  if (index.error().code == core::Code::kIoRead || index.error().code == core::Code::kIoChanged) {
+    fr->scan.io_error = true;
+    fr->scan.findings.push_back(scanner::FindingFromError(index.error()));
+    fr->verdict = Verdict::kError;
+    return;
+  }
+  fr->scan.findings.push_back(scanner::FindingFromError(index.error()));
+  fr->verdict = Verdict::kReject;
+}
+
+void FinishSets(core::Severity bar, Report* report) {
+  for (size_t i = 0; i < report->files.size(); ++i) {
+    FileReport& index_fr = report->files[i];
+    if (!index_fr.side || !index_fr.side->index) continue;
+    const core::ShardIndex& index = *index_fr.side->index;
+    const std::string dir = DirName(index_fr.scan.path);
+    core::ShardHeaders headers;
+    signer::SetVerifications verified;
+    for (const FileReport& fr : report->files) {
+      if (fr.operand != index_fr.operand || DirName(fr.scan.path) != dir) continue;
+      const std::string name = BaseName(fr.scan.path);
+      if (!std::binary_search(index.shards.begin(), index.shards.end(), name)) continue;
+      if (fr.scan.safetensors) {
+        headers[name] = &*fr.scan.safetensors;
+      } else if (fr.side && fr.side->verification) {
+        headers[name] = &fr.side->verification->file;
+      }
+      if (fr.side && fr.side->verification) verified[name] = &*fr.side->verification;
+    }
+    // Shards in subdirectories ("sub/x.safetensors") are found by path.
+    for (const std::string& shard : index.shards) {
+      if (shard.find('/') == std::string::npos || headers.count(shard)) continue;
+      const std::string want = JoinPath(dir.empty() ? "." : dir, shard);
+      for (const FileReport& fr : report->files) {
+        if (fr.operand != index_fr.operand || fr.scan.path != want) continue;
+        if (fr.scan.safetensors) headers[shard] = &*fr.scan.safetensors;
+        if (fr.side && fr.side->verification) verified[shard] = &*fr.side->verification;
+      }
+    }
+    std::vector<scanner::Finding> found = scanner::CheckShardSet(index, headers);
+    for (const core::Error& e : signer::CheckSet(index, verified)) {
+      found.push_back(scanner::FindingFromError(e));
+    }
+    for (scanner::Finding& f : found) {
+      // Lower enum = more severe.
+      if (f.severity <= bar && index_fr.verdict == Verdict::kPass) index_fr.verdict = Verdict::kReject;
+      index_fr.scan.findings.push_back(std::move(f));
+    }
+  }
+}
+
+}  // namespace modelgate::cli

@@ -1,0 +1,92 @@
+// Whole-model judgement: what a verdict on one file cannot see. A detached
+// bundle (OpenSSF Model Signing) covering a directory operand, read and
+// verified before the walk, so each file's verdict knows whether the bundle
+// vouches for the bytes it read from that file's own descriptor; after the
+// walk, the files the bundle lists that were not found, the empty model, and
+// the sharded sets (an index against its shards' headers and set records).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "modelgate/detached.h"
+#include "modelgate/policy.h"
+#include "modelgate/shard_index.h"
+#include "modelgate/signer.h"
+
+namespace modelgate::cli {
+
+// kBundleName is the bundle a directory operand carries at its top when no
+// --sig names one (model_signing's default file name).
+inline constexpr std::string_view kBundleName = "model.sig";
+
+// DetachedScope is one operand's detached bundle, if any.
+struct DetachedScope {
+  bool present = false;     // a bundle was named (--sig) or found (DIR/model.sig)
+  std::string bundle_path;  // as named or found
+  // The bundle's path relative to the operand directory when it lies in it
+  // (that file is the signature, not a model file); "" otherwise.
+  std::string bundle_rel;
+  bool single_file = false;                 // the operand is one file
+  std::optional<signer::oms::Bundle> bundle;  // when it parsed
+  signer::oms::BundleVerdict verdict;         // kInvalid when it did not parse
+  std::string reason_id;                      // MG-OMS-* when not kValid
+};
+
+// LoadDetachedScopes reads, parses and verifies the bundle of every operand
+// (opts.sig_path for the single operand it may be given with; else
+// DIR/model.sig for a directory operand that holds one as a regular file).
+// The bundle is read once, bounded by oms::kMaxBundleBytes, without
+// following a symlink. An Error only when a named bundle cannot be read:
+// the gate cannot judge. A bundle that is malformed is a present scope
+// whose verdict is kInvalid.
+core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
+    const CommonOptions& opts, std::span<const signer::PublicKey> trusted);
+
+// DetachedJudgement is one file against its operand's scope: the policy's
+// evidence, and the whole file's SHA-256, both from the descriptor the
+// verdict reads.
+struct DetachedJudgement {
+  policy::DetachedEvidence evidence;
+  std::optional<core::Sha256Digest> sha256;
+  std::string state;  // "signed" "changed" "added" "ignored" or "" (no bundle)
+};
+// JudgeDetached hashes `file` as the scope's manifest asks (plus the whole
+// file) and compares. Without a valid bundle it still hashes the whole file
+// (the report's sha256). An Error when the file cannot be read.
+core::Result<DetachedJudgement> JudgeDetached(const DetachedScope& scope, const Target& target,
+                                              const core::OpenedFile& file,
+                                              const core::HashOptions& hash);
+
+// FinishModels adds to `report`, after the walk: for each operand with a
+// bundle, a rejected entry for the bundle when it is not valid (unless the
+// walk judged the bundle file already: then the finding goes there) and one
+// for every file the bundle lists that is missing (MG-OMS-FILE-MISSING);
+// and, when `require_nonempty` (signatures required), a rejected entry for
+// a directory operand with nothing to judge (MG-POLICY-EMPTY-MODEL).
+void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions& opts,
+                  bool require_nonempty, Report* report);
+
+// ModelSide (cli.h: FileReport::side) is what FinishSets needs of one file
+// beyond its report: its parsed shard index (an index file) and its
+// embedded-signature check.
+struct ModelSide {
+  std::optional<core::ShardIndex> index;
+  std::optional<signer::VerifyResult> verification;
+};
+// ReadIndexIfAny parses `file` as a shard index when `target`'s name says
+// it is one (core::IsShardIndexName), from that descriptor, into fr->side.
+// An index that does not parse is a finding (MG-SET-*) that rejects the
+// file whatever the bar: its set cannot be judged.
+void ReadIndexIfAny(const Target& target, const core::OpenedFile& file, FileReport* fr);
+// FinishSets judges every parsed index against the shards found beside it
+// in the same operand (their headers from the scan or the verification)
+// and against their set records (signer::CheckSet): the findings go to the
+// index's entry, which is rejected when one is at or above `bar`.
+void FinishSets(core::Severity bar, Report* report);
+
+}  // namespace modelgate::cli
