@@ -137,6 +137,7 @@ std::string RenderJson(const Report& report) {
     if (!f.signature.kind.empty()) sig["kind"] = f.signature.kind;
     if (!f.signature.model.empty()) sig["model"] = f.signature.model;
     if (f.signature.version) sig["version"] = *f.signature.version;
+    if (!f.signature.detached_state.empty()) sig["detached_state"] = f.signature.detached_state;
     j["signature"] = std::move(sig);
     if (s.safetensors) j["tensors"] = s.safetensors->tensors.size();
     files.push_back(std::move(j));

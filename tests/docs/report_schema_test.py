@@ -162,7 +162,7 @@ def verify_reports(d):
     eq(len(f["signature"]["key_id"]), 32, "key id")
     unsigned = write(d, "unsigned.safetensors", GOOD)
     f = one(report(["verify", "--pubkey", pub, "-f", "json", unsigned], 1, "verify missing"))
-    eq(f["signature"], {"status": "missing"}, "missing")
+    eq(f["signature"], {"status": "missing", "kind": "embedded"}, "missing (verify checks embedded)")
     with open(signed, "rb") as fh:
         data = bytearray(fh.read())
     data[-1] ^= 1
@@ -206,10 +206,58 @@ def check_reports(d):
                    "apiVersion: modelgate/v1\nkind: Policy\nexceptions:\n"
                    f"  - {{id: MG-ST-TRAILING-BYTES, sha256: \"{hashlib.sha256(HOSTILE).hexdigest()}\","
                    " reason: test, expires: 2999-12-31}\n")
-    f = one(report(["check", "--policy", waiver, "-f", "json", evil], 1, "waiver"))
+    doc = report(["check", "--policy", waiver, "-f", "json", evil], 1, "waiver")
+    f = one(doc)
     waived = [x for x in f["findings"] if x["id"] == "MG-ST-TRAILING-BYTES"]
     eq((waived[0]["severity"], waived[0]["message"].startswith("waived until 2999-12-31")),
        ("info", True), "waived finding")
+    # Shown as waived, with what waived it and what it was.
+    eq(waived[0]["waived"], {"reason": "test", "expires": "2999-12-31", "severity": "critical"},
+       "waived object")
+    eq(all("waived" not in x for x in f["findings"] if x["id"] != "MG-ST-TRAILING-BYTES"), True,
+       "only the waived finding says so")
+    # What a registry records: the file's SHA-256 and the policy's.
+    eq(f["sha256"], hashlib.sha256(HOSTILE).hexdigest(), "file sha256")
+    with open(waiver, "rb") as fh:
+        eq(doc["policy"], {"path": waiver, "sha256": hashlib.sha256(fh.read()).hexdigest()},
+           "policy path and sha256")
+
+
+@test
+def detached_bundle_reports(d):
+    """A directory signed once with a detached bundle (--model, --version):
+    each file's signature says detached, the model, the version and its state
+    against the bundle; the policy's model/minVersion decide."""
+    import hashlib
+    code, _, err = run([MG, "keygen", "--alg", "ecdsa-p256", "--out", os.path.join(d, "rel")])
+    eq(code, 0, err)
+    model = os.path.join(d, "tiny")
+    write(d, "tiny/config.json", '{"architectures": ["Tiny"]}\n')
+    write(d, "tiny/model.safetensors", GOOD)
+    code, _, err = run([MG, "sign", "--detached", "--key", os.path.join(d, "rel.key"),
+                        "--model", "acme/tiny", "--version", "3", model])
+    eq(code, 0, f"sign --detached: {err}")
+
+    def policy(extra):
+        return write(d, "p.yaml", "apiVersion: modelgate/v1\nkind: Policy\nsignatures:\n"
+                     f"  required: true\n{extra}  keys:\n    - {{name: rel, file: {d}/rel.pub}}\n")
+    doc = report(["check", "--policy", policy("  accept: [detached]\n  model: acme/tiny\n"
+                                              "  minVersion: 3\n"), "-f", "json", model], 0,
+                 "check a detached-signed directory")
+    by = {os.path.basename(f["path"]): f for f in doc["files"]}
+    for name in ("config.json", "model.safetensors"):
+        sig = by[name]["signature"]
+        eq((sig["status"], sig["kind"], sig["model"], sig["version"], sig["detached_state"],
+            sig["key_names"]), ("valid", "detached", "acme/tiny", 3, "signed", ["rel"]), name)
+    eq(by["model.safetensors"]["sha256"], hashlib.sha256(GOOD).hexdigest(), "sha256 per file")
+    eq(by["model.sig"]["signature"].get("detached_state"), "ignored", "the bundle itself")
+    # Rollback: minVersion above the signed version rejects every signed file.
+    doc = report(["check", "--policy", policy("  model: acme/tiny\n  minVersion: 4\n"), "-f",
+                  "json", model], 1, "minVersion 4")
+    by = {os.path.basename(f["path"]): f for f in doc["files"]}
+    eq(by["config.json"]["verdict"], "reject", "rollback rejected")
+    eq(by["config.json"]["signature"]["status"], "untrusted", "the policy's reading")
+    eq("model" in by["config.json"]["signature"], False, "no model when nothing satisfied")
 
 
 @test
@@ -260,16 +308,35 @@ def schema_is_closed_where_the_report_is_fixed(d):
        True, "the optional finding fields")
     eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(column=1)), False, "column without line")
     eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(line=1)), False, "line without column")
+    eq(mutated(lambda doc: doc.update(policy={"path": "p.yaml", "sha256": "0" * 64})), True, "policy")
+    eq(mutated(lambda doc: doc.update(policy={"path": "p.yaml"})), False, "policy without sha256")
+    eq(mutated(lambda doc: doc.update(policy={"path": "p", "sha256": "0" * 64, "x": 1})), False,
+       "unknown policy field")
+    eq(mutated(lambda doc: doc["files"][0].update(sha256="A" * 64)), False, "sha256 is lowercase hex")
+    eq(mutated(lambda doc: doc["files"][0].update(sha256="a" * 64)), True, "file sha256")
+    waived = {"reason": "r", "expires": "2027-01-31", "severity": "high"}
+    eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(waived=waived)), True, "waived")
+    eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(waived={**waived, "by": "x"})),
+       False, "unknown waived field")
+    eq(mutated(lambda doc: doc["files"][1]["findings"][0].update(waived={"reason": "r"})), False,
+       "waived without expires")
+    eq(mutated(lambda doc: doc["files"][0]["signature"].update(kind="sigstore")), False,
+       "unknown signature kind")
+    eq(mutated(lambda doc: doc["files"][0]["signature"].update(version=0)), False,
+       "version 0 is none, not written")
+    eq(mutated(lambda doc: doc["files"][0]["signature"].update(detached_state="moved")), False,
+       "unknown detached state")
 
 
 @test
 def documented_example_validates(d):
     with open(os.path.join(ROOT, "docs", "report.md"), encoding="utf-8") as fh:
         text = fh.read()
-    m = re.search(r"<!-- test: report-example -->\n```json\n(.*?)\n```", text, re.S)
-    if not m:
-        raise AssertionError("docs/report.md has no report-example block")
-    validate(json.loads(m.group(1)), "docs/report.md example", record=False)
+    blocks = re.findall(r"<!-- test: (report-example(?:-[a-z]+)?) -->\n```json\n(.*?)\n```", text, re.S)
+    eq([name for name, _ in blocks], ["report-example", "report-example-check"],
+       "docs/report.md's tested examples")
+    for name, block in blocks:
+        validate(json.loads(block), f"docs/report.md {name}", record=False)
 
 
 @test
