@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "modelgate/atomic_file.h"
 
 namespace modelgate::cli {
 
@@ -178,38 +179,34 @@ bool StreamOutput(const std::string& out_path, const std::function<bool(std::ost
     }
     return true;
   }
-  // As core::WriteFileAtomic: a temp file beside the target, fsync, rename,
-  // the existing file's mode kept; the document never sits in memory.
+  // Through a core::AtomicOutput, as core::WriteFileAtomic: the existing
+  // file's mode kept, no temp file outlives a kill; the document never sits
+  // in memory.
   unsigned mode = 0644;
   struct stat old {};
   if (::stat(out_path.c_str(), &old) == 0) mode = old.st_mode & 07777;
-  std::string tmp = out_path + ".mg-tmp-XXXXXX";
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) {
-    std::cerr << "modelgate: cannot create a temp file beside " << DisplayPath(out_path) << ": "
-              << std::strerror(errno) << "\n";
+  auto created = core::AtomicOutput::Create(out_path, static_cast<mode_t>(mode));
+  if (!created.ok()) {
+    std::cerr << "modelgate: " << created.error().message << "\n";
     return false;
   }
-  bool ok;
-  {
-    __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);  // closes fd
+  core::AtomicOutput file = std::move(created).value();
+  const int fd = ::dup(file.fd());  // the stream's own descriptor of the same file (it closes it)
+  bool ok = fd >= 0;
+  if (ok) {
+    __gnu_cxx::stdio_filebuf<char> buf(fd, std::ios::out | std::ios::binary);
     std::ostream out(&buf);
     ok = write(out) && static_cast<bool>(out.flush());
-    ok = ok && ::fchmod(fd, static_cast<mode_t>(mode)) == 0 && ::fsync(fd) == 0;
     ok = buf.close() != nullptr && ok;
   }
-  if (!ok || ::rename(tmp.c_str(), out_path.c_str()) != 0) {
+  if (!ok) {
     std::cerr << "modelgate: cannot write " << DisplayPath(out_path) << ": " << std::strerror(errno)
               << "\n";
-    ::unlink(tmp.c_str());
     return false;
   }
-  const size_t slash = out_path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out_path.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);  // best effort: the rename is already visible
-    ::close(dfd);
+  if (auto s = file.Commit(); !s.ok()) {
+    std::cerr << "modelgate: " << s.error().message << "\n";
+    return false;
   }
   return true;
 }
