@@ -361,11 +361,15 @@ AppDefinition BuildApp(CommonOptions* opts) {
   inspect->footer(kExitStatus);
 
   CLI::App* keygen = b.Command(root, "keygen",
-                               "Make an Ed25519 key pair for sign: PREFIX.key (private, mode "
+                               "Make a key pair for sign: PREFIX.key (private, PKCS#8, mode "
                                "0600) and PREFIX.pub.",
-                               "--out PREFIX", false, RunKeygen);
+                               "--out PREFIX [--alg ALG]", false, RunKeygen);
   b.File(keygen, "--out", &opts->out_prefix, "PREFIX",
          "write PREFIX.key and PREFIX.pub; neither may exist", std::string(kRequiredDefault));
+  b.Choice(keygen, "--alg", &opts->key_alg, "ALG",
+           "key algorithm: ed25519 signs embedded and detached signatures; the ECDSA curves "
+           "sign detached bundles only (model_signing verifies only these)",
+           {"ed25519", "ecdsa-p256", "ecdsa-p384", "ecdsa-p521"}, "algorithm");
   b.Quiet(keygen, "accepted for symmetry (keygen prints its result on stdout)");
   keygen->footer("Exit status: 0 the keys were written; 2 they could not be.");
 

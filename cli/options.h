@@ -25,6 +25,7 @@ struct CommonOptions {
   std::vector<std::string> pubkeys;    // --pubkey (repeatable)
   std::string key;                     // --key
   std::string out_prefix;              // keygen --out
+  std::string key_alg = "ed25519";     // keygen --alg (signer::KeyAlgName)
   std::string model;                   // sign --model
   std::optional<uint64_t> version;     // sign --version
   bool detached = false;               // sign --detached
