@@ -147,3 +147,50 @@ TEST_CASE("gate: policy limits and extra globals reach the scanner", "[policy][g
   auto v = policy::Evaluate(p.value(), scan, std::nullopt, std::nullopt, policy::Today());
   CHECK(v.decision == policy::Decision::kReject);
 }
+
+TEST_CASE("gate: signatures.model and minVersion read the real STSIG record", "[policy][gate]") {
+  TempDir dir;
+  auto release = signer::Keygen(dir / "release");
+  REQUIRE(release.ok());
+  WriteFile(dir / "policy.yaml",
+            "apiVersion: modelgate/v1\nkind: Policy\nsignatures:\n  required: true\n"
+            "  accept: [embedded]\n  model: acme/llm\n  minVersion: 3\n"
+            "  keys:\n    - {name: release, file: release.pub}\n");
+  auto loaded = policy::LoadPolicy(dir / "policy.yaml");
+  INFO((loaded.ok() ? "" : loaded.error().message));
+  REQUIRE(loaded.ok());
+  Gate gate;
+  gate.policy = loaded.value();
+  gate.scan_options = policy::ScanOptionsFor(gate.policy).value();
+  gate.trusted = policy::TrustedKeys(gate.policy);
+  auto key = signer::LoadPrivateKey(release.value().private_path);
+  REQUIRE(key.ok());
+  std::string plain = dir / "model.safetensors";
+  WriteFile(plain, Bytes(StBuilder().Tensor("w", "F32", {2, 2}).AlignTo8().Build()));
+  auto sign = [&](const std::string& name, std::string model, uint64_t version) {
+    signer::SignOptions o;
+    o.model = std::move(model);
+    o.version = version;
+    std::string out = dir / name;
+    REQUIRE(signer::SignFile(plain, key.value(), o, out).ok());
+    return out;
+  };
+
+  auto current = gate.Judge(sign("v3.safetensors", "acme/llm", 3));
+  CHECK(current.decision == policy::Decision::kPass);
+  CHECK(current.signature_kind == "embedded");
+  CHECK(current.signed_model == "acme/llm");
+  CHECK(current.signed_version == 3u);
+  CHECK(current.signed_kids == std::vector<std::string>{release.value().public_key.kid_hex()});
+
+  // The previous release, validly signed by the same key: a rollback.
+  auto old = gate.Judge(sign("v2.safetensors", "acme/llm", 2));
+  CHECK(old.decision == policy::Decision::kReject);
+  CHECK(old.signature_status == "untrusted");
+  CHECK(Has(old, "MG-POLICY-SIGNATURE"));
+  // Another model of the same key, at a higher version.
+  auto other = gate.Judge(sign("other.safetensors", "acme/other", 9));
+  CHECK(other.decision == policy::Decision::kReject);
+  // Signed without --model / --version.
+  CHECK(gate.Judge(sign("bare.safetensors", "", 0)).decision == policy::Decision::kReject);
+}
