@@ -246,6 +246,7 @@ struct SignResult {
 // in place over the output: a kill at any moment leaves the old output and
 // no temp file. A write error (ENOSPC, EFBIG) names the output. Mode: the
 // output's if it exists, else the input's. The input must not be a symlink.
+// STSIG v1 is Ed25519: an ECDSA `key` is kSigOptions, nothing read or written.
 core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key,
                                   const SignOptions& options,
                                   const std::string& out_path = "");
@@ -284,8 +285,9 @@ struct VerifyResult {
 
 // VerifyFile opens `path` (O_NOFOLLOW unless options say otherwise), checks
 // it is a regular file, parses the header strictly, checks every stsig.v1
-// record (alg allowlist {ed25519}, kid among `trusted`, Ed25519 over the
-// rebuilt M), then hashes every tensor from the same fd and compares with
+// record (alg allowlist {ed25519}, kid among the Ed25519 keys of `trusted`
+// -- ECDSA keys there are for detached bundles and never match a record --,
+// Ed25519 over the rebuilt M), then hashes every tensor from the same fd and compares with
 // the signed digests, and finally re-checks the file's identity (dev, ino,
 // size, mtime, ctime).
 //  - kValid: at least one record by a trusted key verified, no record is
