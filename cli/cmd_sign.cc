@@ -237,13 +237,16 @@ Report DetachedReport(const CommonOptions& opts, const signer::oms::DetachedVeri
               ", not what the bundle lists"));
       fr.verdict = Verdict::kReject;
     } else if (df.state == oms::FileState::kAdded) {
+      // Under --allow-unsigned-files the entry says "missing" (signature)
+      // and "added" (state) but carries no finding: it passes by request.
       fr.signature.status = "missing";
-      fr.scan.findings.push_back(scanner::MakeFinding(
-          std::string(oms::ReasonId(oms::Reason::kFileUnsigned)),
-          v.allow_unsigned_files ? core::Severity::kInfo : core::Severity::kHigh,
-          std::string("not listed in the detached bundle (added since it was signed)") +
-              (v.allow_unsigned_files ? "; passes under --allow-unsigned-files" : "")));
-      if (!v.allow_unsigned_files) fr.verdict = Verdict::kReject;
+      if (!v.allow_unsigned_files) {
+        fr.scan.findings.push_back(scanner::MakeFinding(
+            std::string(oms::ReasonId(oms::Reason::kFileUnsigned)), core::Severity::kHigh,
+            "not listed in the detached bundle (added since it was signed); "
+            "--allow-unsigned-files lets such files pass"));
+        fr.verdict = Verdict::kReject;
+      }
     } else if (df.state == oms::FileState::kIgnored) {
       fr.signature.status = "not-checked";
     }
