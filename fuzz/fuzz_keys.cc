@@ -3,11 +3,15 @@
 // secrets, so they are parsed as untrusted. Invariants:
 // - a rejection is kSigKeyFormat with no offset and a message;
 // - an accepted text holds exactly one PEM block ("-----BEGIN " once) with
-//   only whitespace before it; it is a public or a private key, never both;
-// - an accepted key round-trips: PublicKeyPem of it parses to the same raw
-//   key and kid, and the kid is the one PublicKeyFromRaw computes;
+//   only whitespace before it -- or, for an EC private key only, an "EC
+//   PARAMETERS" block and then its "EC PRIVATE KEY" block; it is a public or
+//   a private key, never both;
+// - an accepted key round-trips: PublicKeyPem of it parses to the same alg,
+//   SPKI DER and kid; the kid is SHA-256(SPKI DER)[0..16) for every alg, and
+//   for Ed25519 the one PublicKeyFromRaw computes (ECDSA keys: raw is zero);
 // - an input starting "RAW:" gives 32 raw public-key bytes, whose PEM must
 //   parse back to them exactly.
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -33,18 +37,32 @@ void CheckRejection(const core::Error& e) {
 
 // CheckRoundTrip: `key` re-encoded parses to itself.
 void CheckRoundTrip(const signer::PublicKey& key) {
-  Check(signer::PublicKeyFromRaw(key.raw).kid == key.kid);
+  const core::Sha256Digest d = core::Sha256(key.spki_der);
+  Check(std::memcmp(d.data(), key.kid.data(), key.kid.size()) == 0);
+  if (key.alg == signer::KeyAlg::kEd25519) {
+    Check(signer::PublicKeyFromRaw(key.raw).kid == key.kid);
+  } else {
+    Check(key.raw == std::array<uint8_t, signer::kPublicKeyBytes>{});
+  }
   auto again = signer::ParsePublicKeyPem(signer::PublicKeyPem(key));
   Check(again.ok());
-  Check(again.value().raw == key.raw && again.value().kid == key.kid);
+  Check(again.value().alg == key.alg && again.value().raw == key.raw &&
+        again.value().spki_der == key.spki_der && again.value().kid == key.kid);
 }
 
-// CheckOneBlock: what the readers accepted is one block and whitespace.
-void CheckOneBlock(std::string_view text) {
+// CheckOneBlock: what the readers accepted is one block and whitespace (a
+// private EC key: optionally after its EC PARAMETERS block).
+void CheckOneBlock(std::string_view text, bool ec_private) {
+  constexpr std::string_view kParams = "-----BEGIN EC PARAMETERS-----";
   size_t begin = text.find("-----BEGIN ");
   Check(begin != std::string_view::npos);
-  Check(text.find("-----BEGIN ", begin + 1) == std::string_view::npos);
   Check(text.find_first_not_of(" \t\r\n") == begin);
+  if (ec_private && text.substr(begin, kParams.size()) == kParams) {
+    begin = text.find("-----BEGIN ", begin + 1);
+    Check(begin != std::string_view::npos);
+    Check(text.substr(begin).rfind("-----BEGIN EC PRIVATE KEY-----", 0) == 0);
+  }
+  Check(text.find("-----BEGIN ", begin + 1) == std::string_view::npos);
 }
 
 }  // namespace
@@ -70,14 +88,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto pub = signer::ParsePublicKeyPem(text);
   if (pub.ok()) {
-    CheckOneBlock(text);
+    CheckOneBlock(text, false);
     CheckRoundTrip(pub.value());
   } else {
     CheckRejection(pub.error());
   }
   auto priv = signer::ParsePrivateKeyPem(text);
   if (priv.ok()) {
-    CheckOneBlock(text);
+    CheckOneBlock(text, priv.value().alg() != signer::KeyAlg::kEd25519);
     Check(!pub.ok());
     CheckRoundTrip(priv.value().public_key());
   } else {

@@ -6,11 +6,24 @@ import hashlib
 import json
 import os
 import struct
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VECTORS = os.path.join(HERE, "..", "tests", "signer", "vectors")
 NAMES = ["v1-basic", "v1-model-version-unicode", "v1-shard-2-of-3"]
+
+
+OMS_KEYS = os.path.join(HERE, "..", "tests", "fixtures", "oms", "keys")
+
+
+def read_oms(name):
+    with open(os.path.join(OMS_KEYS, name), "rb") as f:
+        return f.read()
+
+
+def openssl(*args):
+    return subprocess.run(("openssl",) + args, check=True, capture_output=True).stdout
 
 
 def read(name):
@@ -43,6 +56,22 @@ def keys(corpus):
     write(corpus, "raw-zero", b"RAW:" + bytes(32))
     der = bytes.fromhex("302a300506032b6570032100") + bytes(range(32))
     write(corpus, "raw-seed-like", b"RAW:" + der[12:])
+    # ECDSA (issue 11): the oms fixture keys (SEC1, SPKI) and what openssl
+    # derives from them: PKCS#8, EC PARAMETERS + EC PRIVATE KEY, a compressed
+    # point, explicit parameters (refused).
+    for curve in ("p256", "p384", "p521"):
+        write(corpus, curve + ".sec1.pem", read_oms(curve + ".priv.pem"))
+        write(corpus, curve + ".pub.pem", read_oms(curve + ".pub.pem"))
+    sec1 = os.path.join(OMS_KEYS, "p256.priv.pem")
+    write(corpus, "p256.pkcs8.pem", openssl("pkey", "-in", sec1))
+    write(corpus, "p256.params-then-key.pem",
+          openssl("ecparam", "-name", "prime256v1") + read_oms("p256.priv.pem"))
+    write(corpus, "p384.params-then-p256-key.pem",
+          openssl("ecparam", "-name", "secp384r1") + read_oms("p256.priv.pem"))
+    write(corpus, "p256.compressed.pub.pem",
+          openssl("ec", "-in", sec1, "-pubout", "-conv_form", "compressed"))
+    write(corpus, "p256.explicit.pub.pem",
+          openssl("ec", "-in", sec1, "-pubout", "-param_enc", "explicit"))
 
 
 def stsig(corpus):
