@@ -474,6 +474,7 @@ struct WalkEntry {
   std::string rel;
   uint64_t dev = 0, ino = 0;
   bool ignored = false;
+  uint64_t size = 0;  // lstat's, for an ignored file (which is not opened)
 };
 
 struct WalkSpec {
@@ -529,8 +530,10 @@ core::Status WalkDir(int dir_fd, const std::string& prefix, size_t depth, const 
     if (ignored) {
       // Ignored paths are not looked into (model_signing skips them before
       // its symlink check); an ignored regular file is listed as such.
-      if (S_ISREG(sb.st_mode))
-        out->push_back({rel, static_cast<uint64_t>(sb.st_dev), static_cast<uint64_t>(sb.st_ino), true});
+      if (S_ISREG(sb.st_mode)) {
+        out->push_back({rel, static_cast<uint64_t>(sb.st_dev), static_cast<uint64_t>(sb.st_ino), true,
+                        static_cast<uint64_t>(sb.st_size)});
+      }
       continue;
     }
     if (S_ISLNK(sb.st_mode)) {
@@ -1122,6 +1125,7 @@ core::Result<DetachedVerifyResult> VerifyDetached(const std::string& root, const
     f.path = e.rel;
     if (e.ignored) {
       f.state = FileState::kIgnored;
+      f.size = e.size;
     } else {
       const HashedFile& hf = hashed.value()[h++];
       f.size = hf.size;

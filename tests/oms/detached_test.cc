@@ -245,7 +245,7 @@ TEST_CASE("oms: a one-file bundle does not verify a directory, nor a directory b
   CHECK(r2.missing.size() == 7);
 }
 
-TEST_CASE("oms: another key is untrusted; a trusted key named by the hint that fails is invalid") {
+TEST_CASE("oms: another key is untrusted, a trusted key named by the hint that fails is invalid") {
   auto r = VerifyDir(kModel, kMs + "/files-p256.sig", {Pub("p384")});
   CHECK(r.bundle.status == SigStatus::kUntrusted);
   CHECK(r.bundle.why == Reason::kUntrusted);
@@ -557,6 +557,7 @@ TEST_CASE("oms sign: our bundle of the vector model has model_signing's root dig
   const DetachedFile* sig = FileIn(r, "model.sig");
   REQUIRE(sig != nullptr);
   CHECK(sig->state == FileState::kIgnored);
+  CHECK(sig->size == s.value().bundle_text.size());  // an ignored file is listed with its size
   const DetachedFile* ga = FileIn(r, ".gitattributes");
   REQUIRE(ga != nullptr);
   CHECK(ga->state == FileState::kIgnored);
