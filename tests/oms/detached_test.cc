@@ -786,3 +786,37 @@ TEST_CASE("oms: Compare and Missing on a manifest") {
   CHECK(Missing(m, std::vector<std::string>{"b/c", "a"}).empty());
   CHECK(ReasonId(Reason::kShardTiling) == "MG-OMS-SHARD-TILING");
 }
+
+TEST_CASE("oms limits: JSON nesting and directory depth at N and N+1") {
+  PrivateKey k = Priv("p256");
+  ojson b = ojson::parse(BundleFor(VectorPayload(), {&k}));
+  // The bundle object, verificationMaterial and tlogEntries are 3 levels.
+  auto nested = [&](size_t levels) {
+    ojson v = ojson::array();
+    for (size_t i = 1; i < levels; ++i) v = ojson::array({v});
+    ojson copy = b;
+    copy["verificationMaterial"]["tlogEntries"] = v;
+    auto r = ParseBundle(copy.dump());
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  CHECK(nested(kMaxBundleJsonDepth - 2).find("tlogEntries is not empty") != std::string::npos);
+  CHECK(nested(kMaxBundleJsonDepth - 1).find("nested deeper than 16") != std::string::npos);
+
+  TempDir t;
+  PrivateKey key = Priv("p256");
+  std::string dir = t / "m";
+  fs::create_directories(dir);
+  std::string deep = dir;
+  for (size_t i = 0; i < kMaxWalkDepth; ++i) deep += "/d";
+  fs::create_directories(deep);
+  WriteText(deep + "/f", "x");
+  auto ok = SignDetached(dir, key, t / "a.sig", {});
+  if (!ok.ok()) FAIL(ok.error().message);
+  CHECK(VerifyDir(dir, t / "a.sig", {Pub("p256")}).ok());
+  fs::create_directories(deep + "/d");
+  WriteText(deep + "/d/f", "y");
+  auto over = SignDetached(dir, key, t / "b.sig", {});
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message.find("nested deeper than 128 directories") != std::string::npos);
+}
