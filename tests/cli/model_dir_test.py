@@ -107,17 +107,17 @@ class Setup:
         self.sig = sign(self.model, self.key)
 
 
-def expect_reject(s, path_suffix, words, *, check_too=True):
-    """verify --sig and check both exit 1; the file ending in `path_suffix`
-    is rejected with every word of `words` in its findings."""
+def expect_reject(s, rel, words, *, check_too=True):
+    """verify --sig and check both exit 1; the file `rel` (relative to the
+    model) is rejected with every word of `words` in its findings."""
     for name, (rc, doc, err) in (("verify", verify(s.model, s.sig, s.pub)),
                                  ("check", check(s.model, s.pol))):
         if name == "check" and not check_too:
             continue
         eq(rc, 1, f"{name} exit ({err})")
         bad = rejected(doc)
-        hits = [p for p in bad if p.endswith(path_suffix)]
-        assert hits, f"{name}: no rejected file ends with {path_suffix!r}: {bad}"
+        hits = [p for p in bad if os.path.relpath(p, s.model) == rel]
+        assert hits, f"{name}: {rel!r} is not among the rejected files: {bad}"
         text = bad[hits[0]].lower()
         for w in words:
             assert w.lower() in text, f"{name}: {w!r} not in findings of {hits[0]}: {text}"
@@ -299,6 +299,38 @@ def each_unsigned_file_is_named(d):
     bad = rejected(doc)
     for rel in ("config.json", "tokenizer.json", "model-00001-of-00002.safetensors"):
         assert any(p.endswith(rel) for p in bad), (rel, bad)
+
+
+OMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "oms")
+
+
+@test
+def model_signing_bundles_gate_the_vector_model(d):
+    """Bundles `model_signing` 1.1.1 made (files mode, three curves; shard
+    mode) verify and pass check over a copy of the model they signed."""
+    model = os.path.join(d, "model")
+    shutil.copytree(os.path.join(OMS, "model"), model)
+    for curve in ("p256", "p384", "p521"):
+        sig = os.path.join(OMS, "model_signing_1.1.1", f"files-{curve}.sig")
+        pub = os.path.join(OMS, "keys", f"{curve}.pub.pem")
+        rc, doc, err = verify(model, sig, pub)
+        eq(rc, 0, f"verify {curve} ({err})")
+        keydir = os.path.join(d, curve)
+        os.makedirs(keydir)
+        pol = policy(keydir, pub)
+        rc, doc, err = check(model, pol, "--sig", sig)
+        eq(rc, 0, f"check {curve} ({err}) {doc and rejected(doc)}")
+    sig = os.path.join(OMS, "model_signing_1.1.1", "shards40-p256.sig")
+    rc, doc, err = verify(model, sig, os.path.join(OMS, "keys", "p256.pub.pem"))
+    eq(rc, 0, f"verify shard mode ({err})")
+    # The same bundle over a model with one byte changed fails, naming it.
+    path = os.path.join(model, "sub", "notes.txt")
+    data = bytearray(open(path, "rb").read())
+    data[0] ^= 1
+    open(path, "wb").write(bytes(data))
+    rc, doc, err = verify(model, sig, os.path.join(OMS, "keys", "p256.pub.pem"))
+    eq(rc, 1, "shard mode, a byte changed")
+    assert any(p.endswith("sub/notes.txt") for p in rejected(doc)), rejected(doc)
 
 
 sys.exit(main("mg-model-dir-"))
