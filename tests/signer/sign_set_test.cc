@@ -360,3 +360,14 @@ TEST_CASE("SignSet: shards in a subdirectory", "[signer][set]") {
   CHECK(core::HexLower(r.digest) == RefDigest(dir / kIndexName));
   CHECK(CheckDir(dir).empty());
 }
+
+TEST_CASE("the set digest of tests/fixtures/oms/model is docs/stsig.md's", "[signer][set]") {
+  const std::string kDoc = "c4af30489db925799a7af6637528224fba2d3ebda1c28cebac8af51d3e494524";
+  const std::string model = std::string(MG_STSIG_VECTORS) + "/../../fixtures/oms/model";
+  CHECK(RefDigest(model + "/" + kIndexName) == kDoc);
+  TempDir dir;
+  for (const auto& name : {kOne, kTwo, kIndexName}) fs::copy_file(model + "/" + name, dir / name);
+  for (const auto& name : {kOne, kTwo}) fs::permissions(dir / name, fs::perms::owner_write, fs::perm_options::add);
+  CHECK(core::HexLower(SignOk(dir.path()).digest) == kDoc);
+  CHECK(CheckDir(dir).empty());
+}
