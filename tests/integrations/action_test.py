@@ -14,12 +14,13 @@ building one. Checks exit codes, outputs and the SARIF file.
 import json
 import os
 import re
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (GOOD, HOSTILE, PICKLE_MEDIUM, PICKLE_OS_SYSTEM, ROOT, eq, keygen_and_sign, main,  # noqa: E402
-                    modelgate_from_argv, need_tool, run, signed_policy, test, validate_sarif,
-                    write)
+from common import (GOOD, HOSTILE, PICKLE_MEDIUM, PICKLE_OS_SYSTEM, ROOT, eq, hf_model,  # noqa: E402
+                    keygen_and_sign, main, modelgate_from_argv, need_tool, run, signed_policy, test,
+                    validate_sarif, write)
 import action_runner  # noqa: E402
 from action_runner import ACTION, EXPR  # noqa: E402
 
@@ -217,6 +218,46 @@ def policy_gates_signatures(d):
     code, outputs, log = run_action(ws, {"path": "models", "policy": ".github/modelgate-policy.yaml"})
     eq(code, 1, "unsigned model rejected\n" + log)
     eq(rule_ids(load_sarif(ws)), ["MG-POLICY-SIGNATURE"], "rules")
+
+
+@test
+def detached_signed_directory_passes(d):
+    """A model directory signed once (`sign --detached`, model.sig at its
+    top) passes `check` through the Action, config and tokenizer included;
+    a file changed after signing fails it."""
+    ws = os.path.join(d, "ws")
+    model = hf_model(os.path.join(ws, "models"), "llm-7b")
+    prefix = os.path.join(d, "release")
+    code, _, err = run([MG, "keygen", "--alg", "ecdsa-p256", "--out", prefix])
+    eq(code, 0, "keygen " + err)
+    code, _, err = run([MG, "sign", "--detached", "--key", prefix + ".key", model])
+    eq(code, 0, "sign --detached " + err)
+    policy = signed_policy(prefix + ".pub").replace("formats: {allow: [safetensors]}",
+                                                     "formats: {allow: [safetensors, unknown]}")
+    write(ws, ".github/modelgate-policy.yaml", policy)
+    inputs = {"path": "models/llm-7b", "policy": ".github/modelgate-policy.yaml"}
+    code, outputs, log = run_action(ws, inputs)
+    eq(code, 0, "detached-signed directory passes\n" + log)
+    eq(rule_ids(load_sarif(ws)), [], "no alerts")
+    # The bundle covers the directory it sits in: naming a parent or the
+    # files one by one leaves every file unsigned.
+    code, outputs, log = run_action(ws, {"path": "models", "policy": inputs["policy"]})
+    eq(code, 1, "path above the signed directory\n" + log)
+    write(ws, "models/llm-7b/tokenizer_config.json", '{"chat_template": "{{ evil }}"}\n')
+    code, outputs, log = run_action(ws, inputs)
+    eq(code, 1, "a file changed after signing\n" + log)
+    eq(rule_ids(load_sarif(ws)), ["MG-POLICY-SIGNATURE"], "rules")
+    # What docs/ci-policy-check.md says of a checkout whose root is the
+    # signed model: `path: .` passes the entries beside .git one by one, so
+    # the bundle covers none of them (change the doc when this changes).
+    root = os.path.join(d, "hfclone")
+    shutil.copytree(os.path.join(ws, "models", "llm-7b"), root)
+    code, _, err = run([MG, "sign", "--detached", "--key", prefix + ".key", root])
+    eq(code, 0, "sign --detached " + err)
+    write(root, ".git/HEAD", "ref: refs/heads/main\n")
+    write(root, ".github/modelgate-policy.yaml", policy)
+    code, outputs, log = run_action(root, {"path": ".", "policy": ".github/modelgate-policy.yaml"})
+    eq(code, 1, "path: . in a clone of the model\n" + log)
 
 
 @test

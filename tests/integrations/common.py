@@ -6,6 +6,7 @@ temp directory, prints "ok"/"FAIL" lines and "N passed, M failed", and exits
 non-zero on any failure. Nothing is skipped: a missing tool fails the test
 with a message naming ci/install-deps.sh.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -52,6 +53,34 @@ HOSTILE = GOOD + PICKLE_OS_SYSTEM
 # A pickle whose only import is allowlisted (collections.OrderedDict): a
 # medium MG-PK-PICKLE-FORMAT finding, so it passes at the default bar.
 PICKLE_MEDIUM = b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01."
+
+
+def hf_model(d, name="llm-7b"):
+    """A Hugging Face-style model directory d/name: config, generation config,
+    tokenizer files, a chat template, README, .gitattributes, two safetensors
+    shards and their index (consistent: the set checks pass). Returns its path."""
+    root = os.path.join(d, name)
+    w = st_bytes({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}, bytes(16))
+    b = st_bytes({"b": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}}, bytes(4))
+    files = {
+        ".gitattributes": "*.safetensors filter=lfs diff=lfs merge=lfs -text\n",
+        "README.md": "---\nlicense: apache-2.0\n---\n# llm-7b\n",
+        "config.json": '{"architectures": ["LlamaForCausalLM"], "hidden_size": 2, "torch_dtype": "float32"}\n',
+        "generation_config.json": '{"bos_token_id": 1, "eos_token_id": 2}\n',
+        "tokenizer.json": '{"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}\n',
+        "tokenizer_config.json": '{"bos_token": "<s>", "eos_token": "</s>"}\n',
+        "special_tokens_map.json": '{"bos_token": "<s>", "eos_token": "</s>"}\n',
+        "chat_template.jinja": "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}",
+        "model-00001-of-00002.safetensors": w,
+        "model-00002-of-00002.safetensors": b,
+        "model.safetensors.index.json": json.dumps(
+            {"metadata": {"total_size": 20},
+             "weight_map": {"b": "model-00002-of-00002.safetensors",
+                            "w": "model-00001-of-00002.safetensors"}}, indent=2) + "\n",
+    }
+    for n, data in files.items():
+        write(root, n, data)
+    return root
 
 
 def write(d, name, data, mode=0o644):

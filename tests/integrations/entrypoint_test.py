@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (GOOD, HOSTILE, PICKLE_OS_SYSTEM, ROOT, eq, keygen_and_sign, main,  # noqa: E402
-                    modelgate_from_argv, need_tool, run, signed_policy, test, write)
+from common import (GOOD, HOSTILE, PICKLE_OS_SYSTEM, ROOT, eq, hf_model, keygen_and_sign,  # noqa: E402
+                    main, modelgate_from_argv, need_tool, run, signed_policy, test, write)
 
 MG = modelgate_from_argv()
 ENTRYPOINT = os.path.join(ROOT, "docker", "entrypoint.sh")
@@ -243,6 +243,69 @@ def destination_rules(d):
     write(src, ".modelgate-staging.x/part.safetensors", GOOD)
     expect(entry([src, os.path.join(d, "m5")], policy), 2, "reserved name in the source")
     empty_or_absent(os.path.join(d, "m5"), "reserved name")
+
+
+def detached_setup(d):
+    """d/src: a Hugging Face-style directory signed once with a detached bundle
+    (an ECDSA key); d/cfg/policy.yaml: its formats, signatures required."""
+    prefix = os.path.join(d, "keys", "release")
+    os.makedirs(os.path.dirname(prefix))
+    code, _, err = run([MG, "keygen", "--alg", "ecdsa-p256", "--out", prefix])
+    eq(code, 0, "keygen " + err)
+    src = hf_model(d, "src")
+    code, _, err = run([MG, "sign", "--detached", "--key", prefix + ".key", src])
+    eq(code, 0, "sign --detached " + err)
+    cfg = os.path.join(d, "cfg")
+    os.makedirs(cfg)
+    shutil.copy(prefix + ".pub", os.path.join(cfg, "release.pub"))
+    policy = write(cfg, "policy.yaml", signed_policy("release.pub").replace(
+        "formats: {allow: [safetensors]}", "formats: {allow: [safetensors, unknown]}"))
+    return src, policy
+
+
+@test
+def detached_signed_directory_is_published_and_a_tampered_one_is_not(d):
+    """The entrypoint needs nothing for detached bundles: `check` finds
+    model.sig at the top of the staged copy. A directory signed once is
+    published whole (the bundle with it); a tampered copy places nothing."""
+    src, policy = detached_setup(d)
+    dest = os.path.join(d, "models")
+    report = os.path.join(d, "report.json")
+    expect(entry([src, dest], policy, MODELGATE_JSON_REPORT=report), 0, "detached-signed directory")
+    eq(listing(dest), listing(src), "published tree")
+    eq("model.sig" in listing(dest), True, "the bundle is published with the model")
+    with open(report) as f:
+        doc = json.load(f)
+    states = {f["path"]: f["signature"].get("detached_state") for f in doc["files"]}
+    eq(states["./model.sig"], "ignored", "bundle")
+    eq(states["./config.json"], "signed", "config covered by the bundle")
+    eq(doc["summary"]["rejected"], 0, "summary")
+    expect(entry([src], policy), 0, "verified in place")
+
+    def changed(m):
+        write(m, "tokenizer_config.json", '{"chat_template": "{{ evil }}"}\n')
+
+    def added(m):
+        write(m, "modeling_llm.py", "import os\n")
+
+    def removed(m):
+        os.unlink(os.path.join(m, "model-00001-of-00002.safetensors"))
+
+    for tamper, want in ((changed, "MG-POLICY-SIGNATURE"), (added, "MG-POLICY-SIGNATURE"),
+                         (removed, "MG-OMS-FILE-MISSING")):
+        case = os.path.join(d, tamper.__name__)
+        bad = os.path.join(case, "src")
+        shutil.copytree(src, bad)
+        tamper(bad)
+        dest = os.path.join(case, "models")
+        os.makedirs(dest)
+        report = os.path.join(case, "report.json")
+        expect(entry([bad, dest], policy, MODELGATE_JSON_REPORT=report), 1, tamper.__name__)
+        eq(os.listdir(dest), [], f"{tamper.__name__}: DEST untouched")
+        with open(report) as f:
+            found = {x["id"] for file in json.load(f)["files"] for x in file["findings"]}
+        eq(want in found, True, f"{tamper.__name__}: {want} in {sorted(found)}")
+        expect(entry([bad], policy), 1, f"{tamper.__name__}, in place")
 
 
 @test
