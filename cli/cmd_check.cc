@@ -32,9 +32,22 @@ FileReport CheckOne(const Target& target, const core::OpenedFile* file, const po
                     std::span<const signer::PublicKey> keys, const DetachedScope& scope,
                     const policy::Date& today, Progress* progress) {
   FileReport fr;
-  if (!WalkFindings(target, &fr)) fr.scan = scanner::ScanOpened(*file, target.path, scan_options);
   core::HashOptions hash;
   if (progress) hash.progress = progress->Hashed();
+  if (file && scope.present && !scope.bundle_rel.empty() && target.rel == scope.bundle_rel) {
+    // The bundle is the signature, not a file of the model: it was judged
+    // as a bundle (strictly parsed, its signatures verified) before the
+    // walk; FinishModels adds its findings. No loader reads it.
+    fr.scan.path = target.path;
+    fr.scan.size = file->size;
+    fr.signature.kind = "detached";
+    fr.signature.status = std::string(signer::SigStatusName(scope.verdict.status));
+    fr.signature.detached_state = "ignored";
+    auto sha = policy::FileSha256(file->fd, file->size, hash);
+    if (sha.ok()) fr.sha256 = sha.value();
+    return fr;
+  }
+  if (!WalkFindings(target, &fr)) fr.scan = scanner::ScanOpened(*file, target.path, scan_options);
   std::optional<signer::VerifyResult> verify;
   if (file && !fr.scan.io_error && fr.scan.format == scanner::Format::kSafetensors) {
     signer::VerifyOptions vo = policy::VerifyOptionsFor(p);

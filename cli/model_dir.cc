@@ -167,7 +167,7 @@ core::Result<DetachedJudgement> JudgeDetached(const DetachedScope& scope, const 
 }
 
 void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions& opts,
-                  bool require_nonempty, Report* report) {
+                  bool signatures_required, Report* report) {
   for (size_t i = 0; i < scopes.size() && i < opts.paths.size(); ++i) {
     const DetachedScope& scope = scopes[i];
     const std::string& operand = opts.paths[i];
@@ -185,7 +185,12 @@ void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions&
                            oms::IsIgnored(scope.bundle->manifest, fr.rel);
       if (!ignored) ++judged;
     }
-    if (scope.present && scope.verdict.status != signer::SigStatus::kValid) {
+    // As for embedded records: a bundle that fails always rejects; one by
+    // keys the policy does not list only when signatures are required.
+    const bool bundle_blocks =
+        scope.present && (scope.verdict.status == signer::SigStatus::kInvalid ||
+                          (signatures_required && scope.verdict.status != signer::SigStatus::kValid));
+    if (bundle_blocks) {
       scanner::Finding f =
           OmsFinding(scope.reason_id.empty() ? "MG-OMS-BUNDLE" : scope.reason_id,
                      core::Severity::kCritical,
@@ -220,7 +225,7 @@ void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions&
         report->files.push_back(std::move(fr));
       }
     }
-    if (require_nonempty && judged == 0 && IsDirectory(operand)) {
+    if (signatures_required && judged == 0 && IsDirectory(operand)) {
       FileReport fr;
       fr.scan.path = operand;
       fr.operand = i;

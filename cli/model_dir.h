@@ -62,14 +62,15 @@ core::Result<DetachedJudgement> JudgeDetached(const DetachedScope& scope, const 
                                               const core::OpenedFile& file,
                                               const core::HashOptions& hash);
 
-// FinishModels adds to `report`, after the walk: for each operand with a
-// bundle, a rejected entry for the bundle when it is not valid (unless the
-// walk judged the bundle file already: then the finding goes there) and one
-// for every file the bundle lists that is missing (MG-OMS-FILE-MISSING);
-// and, when `require_nonempty` (signatures required), a rejected entry for
-// a directory operand with nothing to judge (MG-POLICY-EMPTY-MODEL).
+// FinishModels adds to `report`, after the walk, for each operand with a
+// bundle: its findings, on the bundle's own entry (or a new one when the
+// bundle lies outside the operand), when it is invalid, or not valid while
+// `signatures_required`; and a rejected entry for every file a valid bundle
+// lists that is missing (MG-OMS-FILE-MISSING). When `signatures_required`,
+// a directory operand with nothing to judge (no file, or only files the
+// bundle ignores) is a rejected entry of its own (MG-POLICY-EMPTY-MODEL).
 void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions& opts,
-                  bool require_nonempty, Report* report);
+                  bool signatures_required, Report* report);
 
 // ModelSide (cli.h: FileReport::side) is what FinishSets needs of one file
 // beyond its report: its parsed shard index (an index file) and its

@@ -301,6 +301,27 @@ def each_unsigned_file_is_named(d):
         assert any(p.endswith(rel) for p in bad), (rel, bad)
 
 
+@test
+def bundle_is_judged_as_a_bundle_not_as_a_model_file(d):
+    """The bundle is the signature: formats.allow does not apply to it, and
+    a bundle by a key the policy does not list blocks only when signatures
+    are required; a malformed one always blocks."""
+    s = Setup(d)
+    strict = write(s.keys, "strict.yaml", open(s.pol).read().replace(
+        "kind: Policy\n", "kind: Policy\nformats: {allow: [safetensors, unknown]}\n"))
+    rc, doc, err = check(s.model, strict)
+    eq(rc, 0, f"formats.allow without a format for the bundle ({err}) {doc and rejected(doc)}")
+    loose = write(s.keys, "loose.yaml", "apiVersion: modelgate/v1\nkind: Policy\n")
+    key2, pub2 = keygen(s.keys, "other")
+    sign(s.model, key2)
+    rc, doc, err = check(s.model, loose)
+    eq(rc, 0, f"an untrusted bundle under a policy that requires nothing ({err})")
+    open(s.sig, "w").write("{}")
+    rc, doc, err = check(s.model, loose)
+    eq(rc, 1, "a malformed bundle always blocks")
+    assert any(p.endswith("model.sig") for p in rejected(doc)), rejected(doc)
+
+
 OMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "oms")
 
 
