@@ -86,12 +86,25 @@ core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
       // is read as ReadBundle reads any bundle, and refused.
       scope.bundle_path = candidate;
     } else {
-      continue;
+      // One file: its bundle is FILE.sig beside it (sign --detached's default).
+      const std::string candidate = operand + ".sig";
+      struct stat st {};
+      if (operand == kStdinPath || ::lstat(candidate.c_str(), &st) != 0) continue;
+      scope.bundle_path = candidate;
     }
     scope.present = true;
     if (dir) scope.bundle_rel = Relative(operand, scope.bundle_path);
     bool too_large = false;
     auto text = ReadBundle(scope.bundle_path, &too_large);
+    if (!text.ok() && opts.sig_path.empty() && text.error().code == core::Code::kIoNotRegular) {
+      // Found in the tree, not named by the operator: a link or a special
+      // file where the bundle belongs is the upload's fault, a rejection.
+      scope.verdict.status = signer::SigStatus::kInvalid;
+      scope.verdict.why = oms::Reason::kMalformed;
+      scope.verdict.reason = text.error();
+      scope.reason_id = std::string(oms::ReasonId(oms::Reason::kMalformed));
+      continue;
+    }
     if (!text.ok()) {
       core::Error e = text.error();
       e.message = DisplayPath(scope.bundle_path) + ": " + e.message;

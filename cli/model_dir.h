@@ -39,7 +39,9 @@ struct DetachedScope {
 
 // LoadDetachedScopes reads, parses and verifies the bundle of every operand
 // (opts.sig_path for the single operand it may be given with; else
-// DIR/model.sig for a directory operand that holds one as a regular file).
+// DIR/model.sig for a directory operand, FILE.sig for a file operand, when
+// that name exists). A bundle found that way which is a symlink or not a
+// regular file is an invalid bundle (the upload's fault: rejected).
 // The bundle is read once, bounded by oms::kMaxBundleBytes, without
 // following a symlink. An Error only when a named bundle cannot be read:
 // the gate cannot judge. A bundle that is malformed is a present scope

@@ -322,6 +322,22 @@ def bundle_is_judged_as_a_bundle_not_as_a_model_file(d):
     assert any(p.endswith("model.sig") for p in rejected(doc)), rejected(doc)
 
 
+@test
+def one_file_signed_detached_and_a_linked_bundle(d):
+    s = Setup(d)
+    one = os.path.join(s.model, "model-00001-of-00002.safetensors")
+    rc, out, err = run_text([MG, "sign", "--detached", "--key", s.key, one])
+    eq(rc, 0, f"sign one file ({err})")
+    assert os.path.isfile(one + ".sig")
+    rc, doc, err = check(one, s.pol)  # finds FILE.sig beside it
+    eq(rc, 0, f"check one file ({err}) {doc and rejected(doc)}")
+    os.remove(s.sig)
+    os.symlink(one + ".sig", s.sig)  # a link where the bundle belongs
+    rc, doc, err = check(s.model, s.pol)
+    eq(rc, 1, f"a symlinked model.sig ({err})")
+    assert "MG-OMS-BUNDLE" in rejected(doc).get(s.sig, ""), rejected(doc)
+
+
 OMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "oms")
 
 
