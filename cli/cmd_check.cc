@@ -43,6 +43,10 @@ FileReport CheckOne(const Target& target, const core::OpenedFile* file, const po
     fr.signature.kind = "detached";
     fr.signature.status = std::string(signer::SigStatusName(scope.verdict.status));
     fr.signature.detached_state = "ignored";
+    if (scope.verdict.status == signer::SigStatus::kValid) {
+      fr.signature.key_ids = scope.verdict.kids;
+      fr.signature.key_names = scope.verdict.key_names;
+    }
     auto sha = policy::FileSha256(file->fd, file->size, hash);
     if (sha.ok()) fr.sha256 = sha.value();
     return fr;

@@ -230,6 +230,7 @@ void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions&
         fr.rel = rel;
         fr.signature.kind = "detached";
         fr.signature.status = "invalid";
+        fr.signature.detached_state = "missing";
         fr.scan.findings.push_back(OmsFinding(
             oms::ReasonId(oms::Reason::kFileMissing), core::Severity::kCritical,
             "listed in the detached bundle " + DisplayPath(scope.bundle_path) +

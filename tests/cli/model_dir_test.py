@@ -19,6 +19,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "support"))
 from mgtest import eq, main, run_text, st_bytes, test, write  # noqa: E402
 
 MG = sys.argv[1]
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "schemas",
+                      "report-v1.schema.json")
+try:
+    import jsonschema
+except ImportError as e:  # never skipped: ci/install-deps.sh installs it
+    print(f"FAIL python3-jsonschema is not importable by {sys.executable} ({e})")
+    sys.exit(1)
+VALIDATOR = jsonschema.Draft7Validator(json.load(open(SCHEMA)))
+
+
+def valid_report(out):
+    """The JSON report, checked against docs/schemas/report-v1.schema.json."""
+    doc = json.loads(out)
+    errors = list(VALIDATOR.iter_errors(doc))
+    assert not errors, f"report breaks the schema: {errors[0].message} at {list(errors[0].path)}"
+    return doc
 
 
 def shard(tensors):
@@ -77,14 +93,14 @@ def sign(model, key, *extra):
 def check(model, pol, *extra):
     rc, out, err = run_text([MG, "check", "-q", "-f", "json", "--policy", pol, *extra, model])
     assert rc in (0, 1, 2), err
-    doc = json.loads(out) if out.strip() else None
+    doc = valid_report(out) if out.strip() else None
     return rc, doc, err
 
 
 def verify(model, sig, pub, *extra):
     rc, out, err = run_text([MG, "verify", "-q", "-f", "json", "--sig", sig, "--pubkey", pub,
                              *extra, model])
-    doc = json.loads(out) if out.strip() else None
+    doc = valid_report(out) if out.strip() else None
     return rc, doc, err
 
 
