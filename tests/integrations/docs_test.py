@@ -25,7 +25,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import (GOOD, HOSTILE, PICKLE_OS_SYSTEM, ROOT, doc_blocks, eq,  # noqa: E402
-                    main, modelgate_from_argv, need_tool, run, test, write)
+                    hf_model, main, modelgate_from_argv, need_tool, run, test, write)
 from action_runner import run_action  # noqa: E402
 
 MG = modelgate_from_argv()
@@ -58,12 +58,18 @@ def dockerfile_uid():
     return int(m[0][0]), int(m[0][1])
 
 
-def keypair(d, name):
+def keypair(d, name, alg="ed25519"):
     prefix = os.path.join(d, "keys", name)
     os.makedirs(os.path.dirname(prefix), exist_ok=True)
-    code, _, err = run([MG, "keygen", "--out", prefix])
+    code, _, err = run([MG, "keygen", "--alg", alg, "--out", prefix])
     eq(code, 0, "keygen " + err)
     return prefix + ".key", prefix + ".pub"
+
+
+def sign_detached(key, model_dir, *extra):
+    code, _, err = run([MG, "sign", "--detached", "--key", key, *extra, model_dir])
+    eq(code, 0, "sign --detached " + err)
+    eq(os.path.isfile(os.path.join(model_dir, "model.sig")), True, "DIR/model.sig written")
 
 
 def sign(key, src_bytes, out):
@@ -76,15 +82,21 @@ def sign(key, src_bytes, out):
 
 # ---- registry-gate.md ------------------------------------------------------------
 
-def registry_setup(d):
+def registry_setup(d, policy_text=None):
+    """The page's policy under d/etc, a key pair for each key it names, of
+    the kind its comment says (`# modelgate keygen --alg ALG`), and the
+    script. Returns (policy path, {name: (private key, alg)}, script)."""
     etc = os.path.join(d, "etc")
-    policy = write(etc, "registry-policy.yaml", REGISTRY["registry-policy"])
+    text = policy_text or REGISTRY["registry-policy"]
+    policy = write(etc, "registry-policy.yaml", text)
     keys = {}
-    for ref in re.findall(r"file: (\S+)", REGISTRY["registry-policy"]):
-        key, pub = keypair(d, os.path.basename(ref)[:-len(".pub")])
+    for ref, alg in re.findall(r"file: (\S+)\s+# modelgate keygen --alg (\S+)", text):
+        name = os.path.basename(ref)[:-len(".pub")]
+        key, pub = keypair(d, name, alg)
         os.makedirs(os.path.dirname(os.path.join(etc, ref)), exist_ok=True)
         shutil.copy(pub, os.path.join(etc, ref))
-        keys[os.path.basename(ref)[:-len(".pub")]] = key
+        keys[name] = (key, alg)
+    eq(len(keys), len(re.findall(r"file: ", text)), "every key says which --alg made it")
     script = write(d, "registry-gate.sh", REGISTRY["registry-gate.sh"], mode=0o755)
     return policy, keys, script
 
@@ -110,37 +122,129 @@ def ids(doc):
     return sorted({f["id"] for file in doc["files"] for f in file["findings"]})
 
 
+def refused(d, script, policy, upload, want, what):
+    """The gate refuses `upload` (exit 1), the kept report holds finding `want`."""
+    code, doc, log = gate(d, script, policy, upload)
+    eq(code, 1, f"{what}\n{log}")
+    if doc is None or want not in ids(doc):
+        raise AssertionError(f"{what}: findings {doc and ids(doc)}, want {want}\n{log}")
+    if "refused: a file was rejected" not in log:
+        raise AssertionError("script message: " + log)
+    return doc
+
+
+def admitted(d, script, policy, upload, files, what):
+    code, doc, log = gate(d, script, policy, upload)
+    eq(code, 0, f"{what}\n{log}")
+    eq(doc["summary"], {"files": files, "passed": files, "rejected": 0, "errors": 0}, what)
+    if "accepted:" not in log:
+        raise AssertionError("script message: " + log)
+    return doc
+
+
 @test
 def registry_policy_lints_and_gates(d):
     policy, keys, script = registry_setup(d)
     lint(policy)
     eq(sorted(keys), ["release-2026", "research-2026"], "keys named in the policy")
-    for name, key in keys.items():
+    eq(sorted(alg for _, alg in keys.values()), ["ecdsa-p256", "ed25519"], "one key of each kind")
+    # A whole Hugging Face-style directory signed once with a detached bundle,
+    # by either key: every file passes (11 files, model.sig and
+    # .gitattributes ignored by the bundle but still scanned).
+    for name, (key, alg) in keys.items():
+        up = hf_model(os.path.join(d, "up-" + name))
+        sign_detached(key, up)
+        doc = admitted(d, script, policy, up, 12, f"{name} ({alg}) detached")
+        states = {os.path.basename(f["path"]): f["signature"].get("detached_state") for f in doc["files"]}
+        eq(states.pop("model.sig"), "ignored", "the bundle is not signed by itself")
+        eq(states.pop(".gitattributes"), "ignored", ".gitattributes")
+        eq(set(states.values()), {"signed"}, f"every other file signed: {states}")
+        eq({f["format"] for f in doc["files"]}, {"safetensors", "unknown"},
+           "config, tokenizer, template are 'unknown' (hence formats.allow)")
+    # The single-file case: a safetensors file with an embedded signature.
+    up = os.path.join(d, "up-embedded")
+    sign(keys["research-2026"][0], GOOD, os.path.join(up, "model.safetensors"))
+    admitted(d, script, policy, up, 1, "embedded")
+    # Tampered directories: each refused with the finding the report keeps.
+    key = keys["release-2026"][0]
+    base = hf_model(os.path.join(d, "base"))
+    sign_detached(key, base)
+    tampers = {
+        "changed": (lambda m: write(m, "tokenizer_config.json", '{"chat_template": "{{ evil }}"}\n'),
+                    "MG-POLICY-SIGNATURE"),
+        "added": (lambda m: write(m, "extra/modeling_llm.py", "import os\n"), "MG-POLICY-SIGNATURE"),
+        "removed": (lambda m: os.unlink(os.path.join(m, "model-00002-of-00002.safetensors")),
+                    "MG-OMS-FILE-MISSING"),
+        "bundle-by-another-key": (lambda m: sign_detached(keypair(m + ".k", "other", "ecdsa-p256")[0], m),
+                                  "MG-OMS-UNTRUSTED"),
+    }
+    for name, (tamper, want) in tampers.items():
         up = os.path.join(d, "up-" + name)
-        sign(key, GOOD, os.path.join(up, "model.safetensors"))
-        sign(key, GOOD, os.path.join(up, "shards", "model-00002.safetensors"))
-        code, doc, log = gate(d, script, policy, up)
-        eq(code, 0, f"signed by {name}\n{log}")
-        eq(doc["summary"], {"files": 2, "passed": 2, "rejected": 0, "errors": 0}, "summary")
-        if "accepted:" not in log:
-            raise AssertionError("script message: " + log)
+        shutil.copytree(base, up)
+        tamper(up)
+        refused(d, script, policy, up, want, name)
+    empty = os.path.join(d, "up-empty")
+    os.makedirs(empty)
+    refused(d, script, policy, empty, "MG-POLICY-EMPTY-MODEL", "empty upload")
     cases = {"unsigned": ({"model.safetensors": GOOD}, "MG-POLICY-SIGNATURE"),
              "pickle": ({"pytorch_model.bin": PICKLE_OS_SYSTEM}, "MG-POLICY-FORMAT"),
+             "pickle-named-config": ({"config.json": PICKLE_OS_SYSTEM}, "MG-POLICY-FORMAT"),
              "hostile": ({"model.safetensors": HOSTILE}, "MG-ST-TRAILING-BYTES")}
     for name, (files, want) in cases.items():
         up = os.path.join(d, "up-" + name)
         for f, data in files.items():
             write(up, f, data)
-        code, doc, log = gate(d, script, policy, up)
-        eq(code, 1, f"{name}\n{log}")
+        doc = refused(d, script, policy, up, want, name)
         eq(doc["summary"]["rejected"], 1, f"{name} summary")
-        if want not in ids(doc):
-            raise AssertionError(f"{name}: findings {ids(doc)}, want {want}")
-        if "refused: a file was rejected" not in log:
-            raise AssertionError("script message: " + log)
+    # A signed pickle is still a pickle: signatures do not waive the scan.
+    up = hf_model(os.path.join(d, "up-signed-pickle"))
+    write(up, "pytorch_model.bin", PICKLE_OS_SYSTEM)
+    sign_detached(key, up)
+    refused(d, script, policy, up, "MG-POLICY-PICKLE", "signed pickle")
     broken = write(d, "etc/broken.yaml", REGISTRY["registry-policy"].replace("failOn: high", "failOn: on"))
     code, doc, log = gate(d, script, broken, os.path.join(d, "up-unsigned"))
     eq(code, 2, "broken policy\n" + log)
+
+
+@test
+def registry_old_policy_rejects_most_of_a_directory(d):
+    """What the page says of a safetensors-only, embedded-only policy: 9 of
+    the 11 files of the directory are rejected though the shards are signed."""
+    text = REGISTRY["registry-policy"].replace("[safetensors, unknown]", "[safetensors]")
+    text = text.replace("accept: [detached, embedded]", "accept: [embedded]")
+    policy, keys, script = registry_setup(d, text)
+    up = hf_model(os.path.join(d, "up"))
+    for n in ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"):
+        with open(os.path.join(up, n), "rb") as f:
+            sign(keys["research-2026"][0], f.read(), os.path.join(up, n))
+    code, doc, log = gate(d, script, policy, up)
+    eq(code, 1, log)
+    eq((doc["summary"]["files"], doc["summary"]["rejected"]), (11, 9), "rejected of the directory")
+    if "9 of the 11 files" not in open(os.path.join(ROOT, "docs", "registry-gate.md")).read():
+        raise AssertionError("docs/registry-gate.md does not say 9 of the 11 files")
+
+
+@test
+def registry_policy_binds_model_and_version(d):
+    lines = REGISTRY["registry-policy-model"]
+    text = REGISTRY["registry-policy"].replace("  accept: [detached, embedded]\n",
+                                               "  accept: [detached, embedded]\n" + lines, 1)
+    eq(lines in text, True, "the two lines go under signatures:")
+    policy, keys, script = registry_setup(d, text)
+    lint(policy)
+    model = re.search(r"model: (\S+)", lines).group(1)
+    version = int(re.search(r"minVersion: (\d+)", lines).group(1))
+    key = keys["release-2026"][0]
+    up = hf_model(os.path.join(d, "up-ok"))
+    sign_detached(key, up, "--model", model, "--version", str(version))
+    admitted(d, script, policy, up, 12, "the named model at minVersion")
+    for name, extra in {"rollback": ["--model", model, "--version", str(version - 1)],
+                        "another-model": ["--model", "acme/other", "--version", str(version)],
+                        "no-version": ["--model", model],
+                        "no-model": []}.items():
+        up = hf_model(os.path.join(d, "up-" + name))
+        sign_detached(key, up, *extra)
+        refused(d, script, policy, up, "MG-POLICY-SIGNATURE", name)
 
 
 # ---- ci-policy-check.md -----------------------------------------------------------
