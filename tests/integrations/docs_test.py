@@ -201,6 +201,13 @@ def registry_policy_lints_and_gates(d):
     write(up, "pytorch_model.bin", PICKLE_OS_SYSTEM)
     sign_detached(key, up)
     refused(d, script, policy, up, "MG-POLICY-PICKLE", "signed pickle")
+    # An ignored path needs no signature but is still scanned.
+    up = hf_model(os.path.join(d, "up-ignored-pickle"))
+    write(up, ".github/weights.bin", PICKLE_OS_SYSTEM)
+    sign_detached(key, up)
+    doc = refused(d, script, policy, up, "MG-POLICY-PICKLE", "pickle under .github/")
+    eq([f["signature"].get("detached_state") for f in doc["files"] if f["verdict"] == "reject"],
+       ["ignored"], "only the ignored pickle is rejected")
     broken = write(d, "etc/broken.yaml", REGISTRY["registry-policy"].replace("failOn: high", "failOn: on"))
     code, doc, log = gate(d, script, broken, os.path.join(d, "up-unsigned"))
     eq(code, 2, "broken policy\n" + log)
