@@ -142,6 +142,12 @@ core::Result<SignSetResult> SignSet(const std::string& path, const PrivateKey& k
   if (options.set) {
     return Error{Code::kSigOptions, kNoOffset, "a set's records are computed by SignSet: options.set must be unset"};
   }
+  // SignFile refuses such a key too, but only after every shard was hashed.
+  if (key.alg() != KeyAlg::kEd25519) {
+    return Error{Code::kSigOptions, kNoOffset,
+                 "embedded STSIG v1 signatures are Ed25519; sign an ECDSA key's models with "
+                 "--detached"};
+  }
   auto index_path = FindShardIndex(path);
   if (!index_path.ok()) return index_path.error();
   SignSetResult result;

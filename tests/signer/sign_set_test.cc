@@ -287,6 +287,15 @@ TEST_CASE("SignSet refuses, writing nothing", "[signer][set]") {
     o.set = signer::SetRef{0, 2, {}};
     refused(dir.path(), o, Code::kSigOptions);
   }
+  SECTION("an ECDSA key (embedded signatures are Ed25519)") {
+    auto ecdsa = signer::PrivateKey::Generate(signer::KeyAlg::kEcdsaP256);
+    REQUIRE(ecdsa.ok());
+    auto r = signer::SignSet(dir.path(), ecdsa.value(), At(1));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Code::kSigOptions);
+    CHECK(r.error().message.find("--detached") != std::string::npos);
+    unchanged();
+  }
   SECTION("a shard holds a tensor the index does not list") {
     std::string t = IndexText(kOne, kTwo);
     t = Replace(t, "    \"layer.1.weight\": \"" + kTwo + "\"\n", "");
