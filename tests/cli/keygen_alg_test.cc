@@ -43,7 +43,7 @@ struct TempDir {
 
 }  // namespace
 
-TEST_CASE("keygen --alg writes a key pair of that algorithm; ed25519 is the default",
+TEST_CASE("keygen --alg writes a key pair of that algorithm, ed25519 by default",
           "[cli][keygen]") {
   TempDir dir;
   REQUIRE_FALSE(dir.path.empty());
