@@ -78,6 +78,19 @@ TEST_CASE("FindingId: each code maps to the id documented in core.h", "[core][co
       {core::Code::kSigKeyWrite, "MG-SIG-KEY-WRITE"},
       {core::Code::kSigCrypto, "MG-SIG-CRYPTO"},
       {core::Code::kSigOptions, "MG-SIG-OPTIONS"},
+      {core::Code::kSetIndex, "MG-SET-INDEX"},
+      {core::Code::kSetShardPath, "MG-SET-SHARD-PATH"},
+      {core::Code::kSetLimit, "MG-SET-LIMIT"},
+      {core::Code::kSetShardMissing, "MG-SET-SHARD-MISSING"},
+      {core::Code::kSetTensorMissing, "MG-SET-TENSOR-MISSING"},
+      {core::Code::kSetTensorMisplaced, "MG-SET-TENSOR-MISPLACED"},
+      {core::Code::kSetTensorDuplicate, "MG-SET-TENSOR-DUPLICATE"},
+      {core::Code::kSetTensorExtra, "MG-SET-TENSOR-EXTRA"},
+      {core::Code::kSetTotalSize, "MG-SET-TOTAL-SIZE"},
+      {core::Code::kSetDigest, "MG-SET-DIGEST"},
+      {core::Code::kSetPosition, "MG-SET-POSITION"},
+      {core::Code::kSetIncomplete, "MG-SET-INCOMPLETE"},
+      {core::Code::kSetNotSigned, "MG-SET-NOT-SIGNED"},
   };
   CHECK(core::AllCodes().size() == documented.size());
   for (const auto& [code, id] : documented) {
@@ -158,6 +171,19 @@ TEST_CASE("FindingId: every code keeps its number and default severity", "[core]
       {core::Code::kSigKeyWrite, 310, core::Severity::kHigh},
       {core::Code::kSigCrypto, 311, core::Severity::kHigh},
       {core::Code::kSigOptions, 312, core::Severity::kHigh},
+      {core::Code::kSetIndex, 400, core::Severity::kHigh},
+      {core::Code::kSetShardPath, 401, core::Severity::kCritical},
+      {core::Code::kSetLimit, 402, core::Severity::kHigh},
+      {core::Code::kSetShardMissing, 403, core::Severity::kHigh},
+      {core::Code::kSetTensorMissing, 404, core::Severity::kHigh},
+      {core::Code::kSetTensorMisplaced, 405, core::Severity::kCritical},
+      {core::Code::kSetTensorDuplicate, 406, core::Severity::kCritical},
+      {core::Code::kSetTensorExtra, 407, core::Severity::kCritical},
+      {core::Code::kSetTotalSize, 408, core::Severity::kHigh},
+      {core::Code::kSetDigest, 409, core::Severity::kCritical},
+      {core::Code::kSetPosition, 410, core::Severity::kCritical},
+      {core::Code::kSetIncomplete, 411, core::Severity::kHigh},
+      {core::Code::kSetNotSigned, 412, core::Severity::kHigh},
   };
   CHECK(core::AllCodes().size() == want.size());
   for (const auto& w : want) {

@@ -256,7 +256,7 @@ TEST_CASE("CheckSet: shards signed one by one carry no set", "[signer][set]") {
   CHECK(signer::CheckSet(index, {{kOne, &untrusted[0]}, {kTwo, &untrusted[1]}}).empty());
 }
 
-TEST_CASE("SignSet signs a set whose total_size is off (a medium index finding)", "[signer][set]") {
+TEST_CASE("SignSet signs a set whose total_size is off (an index finding, not a set one)", "[signer][set]") {
   TempDir dir;
   MakeSet(dir, 1);
   std::string t = IndexText(kOne, kTwo, 50);
