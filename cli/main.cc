@@ -1,5 +1,6 @@
 // The modelgate program. Only cli/ prints, reads the environment or exits;
 // the command line itself is defined once, in app.cc.
+#include <csignal>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -9,6 +10,10 @@
 
 int main(int argc, char** argv) {
   using namespace modelgate::cli;
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the
+  // writers report naming the output (exit 2); by default the kernel would
+  // kill the process with SIGXFSZ instead, with no message at all.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return RunCli(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
   } catch (const std::exception& e) {

@@ -273,34 +273,35 @@ void ReadIndexIfAny(const Target& target, const core::OpenedFile& file, FileRepo
 }
 
 void FinishSets(core::Severity bar, Report* report) {
-  for (size_t i = 0; i < report->files.size(); ++i) {
-    FileReport& index_fr = report->files[i];
+  // Every judged file by path: a shard may be its own operand (pre-commit
+  // passes the files it changed one by one).
+  std::map<std::string, const FileReport*> by_path;
+  for (const FileReport& fr : report->files) by_path.emplace(fr.scan.path, &fr);
+  for (FileReport& index_fr : report->files) {
     if (!index_fr.side || !index_fr.side->index) continue;
     const core::ShardIndex& index = *index_fr.side->index;
     const std::string dir = DirName(index_fr.scan.path);
     core::ShardHeaders headers;
     signer::SetVerifications verified;
-    for (const FileReport& fr : report->files) {
-      if (fr.operand != index_fr.operand || DirName(fr.scan.path) != dir) continue;
-      const std::string name = BaseName(fr.scan.path);
-      if (!std::binary_search(index.shards.begin(), index.shards.end(), name)) continue;
-      if (fr.scan.safetensors) {
-        headers[name] = &*fr.scan.safetensors;
-      } else if (fr.side && fr.side->verification) {
-        headers[name] = &fr.side->verification->file;
-      }
-      if (fr.side && fr.side->verification) verified[name] = &*fr.side->verification;
-    }
-    // Shards in subdirectories ("sub/x.safetensors") are found by path.
+    bool all_judged = true;
     for (const std::string& shard : index.shards) {
-      if (shard.find('/') == std::string::npos || headers.count(shard)) continue;
-      const std::string want = JoinPath(dir.empty() ? "." : dir, shard);
-      for (const FileReport& fr : report->files) {
-        if (fr.operand != index_fr.operand || fr.scan.path != want) continue;
-        if (fr.scan.safetensors) headers[shard] = &*fr.scan.safetensors;
-        if (fr.side && fr.side->verification) verified[shard] = &*fr.side->verification;
+      auto it = by_path.find(dir.empty() ? shard : dir + "/" + shard);
+      if (it == by_path.end()) {
+        all_judged = false;
+        continue;
       }
+      const FileReport& fr = *it->second;
+      if (fr.scan.safetensors) {
+        headers[shard] = &*fr.scan.safetensors;
+      } else if (fr.side && fr.side->verification) {
+        headers[shard] = &fr.side->verification->file;
+      }
+      if (fr.side && fr.side->verification) verified[shard] = &*fr.side->verification;
     }
+    // An index named on its own (rel empty: a file operand) is judged
+    // against its set only when its shards were judged too; from a
+    // directory walk, a shard that was not found is missing.
+    if (!all_judged && index_fr.rel.empty()) continue;
     std::vector<scanner::Finding> found = scanner::CheckShardSet(index, headers);
     for (const core::Error& e : signer::CheckSet(index, verified)) {
       found.push_back(scanner::FindingFromError(e));

@@ -86,10 +86,13 @@ struct ModelSide {
 // An index that does not parse is a finding (MG-SET-*) that rejects the
 // file whatever the bar: its set cannot be judged.
 void ReadIndexIfAny(const Target& target, const core::OpenedFile& file, FileReport* fr);
-// FinishSets judges every parsed index against the shards found beside it
-// in the same operand (their headers from the scan or the verification)
-// and against their set records (signer::CheckSet): the findings go to the
-// index's entry, which is rejected when one is at or above `bar`.
+// FinishSets judges every parsed index against the shards judged in this
+// run at the paths it names (their headers from the scan or the
+// verification) and against their set records (signer::CheckSet): the
+// findings go to the index's entry, which is rejected when one is at or
+// above `bar`. An index found by a directory walk is always judged (a shard
+// not found is missing); one named as a file operand only when every shard
+// it lists was judged too (pre-commit passes just the files that changed).
 void FinishSets(core::Severity bar, Report* report);
 
 }  // namespace modelgate::cli

@@ -86,7 +86,7 @@ TEST_CASE("an index as transformers writes it parses, sorted", "[core][shard_ind
   CHECK_FALSE(core::ShardPosition(index, "model-00003-of-00002.safetensors").has_value());
 }
 
-TEST_CASE("metadata and total_size are optional; other metadata is allowed", "[core][shard_index]") {
+TEST_CASE("metadata and total_size are optional, other metadata is allowed", "[core][shard_index]") {
   auto no_meta = Parse(R"({"weight_map":{"w":"a.safetensors"}})");
   REQUIRE(no_meta.ok());
   CHECK_FALSE(no_meta.value().total_size.has_value());

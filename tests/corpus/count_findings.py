@@ -62,7 +62,8 @@ def repo_files(root):
     for top in ("examples/models", "fuzz/corpus", "tests"):
         base = os.path.join(root, top)
         for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
+            # Python's byte-code caches, left by the test scripts' imports.
+            dirnames[:] = sorted(x for x in dirnames if x != "__pycache__")
             rel_dir = os.path.relpath(dirpath, root)
             if rel_dir == "tests/corpus" or rel_dir.startswith("tests/corpus/"):
                 dirnames[:] = []

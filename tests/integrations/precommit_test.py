@@ -145,7 +145,8 @@ def config_and_index_files_reach_the_hook(d):
     write(repo, "models/model.safetensors", GOOD)
     write(repo, "models/config.json", '{"architectures": ["Tiny"], "hidden_size": 4}\n')
     write(repo, "models/model.safetensors.index.json",
-          '{"metadata": {"total_size": 20}, "weight_map": {"w": "model.safetensors"}}\n')
+          '{"metadata": {"total_size": 20}, '
+          '"weight_map": {"w": "model.safetensors", "b": "model.safetensors"}}\n')
     git(env, repo, "add", "models")
     code, out, err = try_repo(env, repo, hooks, "modelgate-scan")
     eq(code, 0, f"clean model directory\n{out}{err}")

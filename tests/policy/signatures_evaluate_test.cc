@@ -162,7 +162,7 @@ TEST_CASE("a file changed since the bundle signed it always blocks", "[policy][e
             .decision == policy::Decision::kReject);
 }
 
-TEST_CASE("an invalid bundle always blocks; an untrusted one does not satisfy",
+TEST_CASE("an invalid bundle always blocks, an untrusted one does not satisfy",
           "[policy][evaluate][detached]") {
   auto not_required = policy::ParsePolicy(std::string(kHead), "p.yaml", "").value();
   auto bad = Eval(not_required, Scan(scanner::Format::kUnknown), std::nullopt,

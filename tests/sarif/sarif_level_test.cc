@@ -174,7 +174,7 @@ TEST_CASE("sarif.waived: a waived finding is a suppressed result at its unwaived
             "MG-PK-UNKNOWN-IMPORT") == 0);
 }
 
-TEST_CASE("sarif.artifacts: one per file, with its SHA-256 and signature; the run's policy") {
+TEST_CASE("sarif.artifacts: one per file, with its SHA-256 and signature, and the run's policy") {
   mc::Report r = Everything();
   r.files.push_back(r.files[0]);  // the same file named twice: one artifact
   mc::FileReport signed_file;
