@@ -60,5 +60,5 @@ TEST_CASE("CheckShardSet: findings carry the MG-SET ids and severities", "[scann
                                                      {"s3.safetensors", &ok3}});
   REQUIRE(size.size() == 1);
   CHECK(size[0].id == "MG-SET-TOTAL-SIZE");
-  CHECK(size[0].severity == core::Severity::kHigh);
+  CHECK(size[0].severity == core::Severity::kMedium);
 }
