@@ -115,7 +115,12 @@ struct Target {
 // ExpandPaths turns command-line paths into files: directories are walked
 // recursively in sorted order, never following a symlink out of the tree
 // (except a Hugging Face snapshot link into its own repository's blobs/).
-std::vector<Target> ExpandPaths(const std::vector<std::string>& paths);
+// `prune`, when set, is asked for every entry of a directory operand
+// (operand index, path relative to it): true leaves the entry out, and a
+// directory is then not descended into (check: a top-level .git its
+// operand's valid bundle ignores).
+using PruneFn = std::function<bool(size_t operand, std::string_view rel)>;
+std::vector<Target> ExpandPaths(const std::vector<std::string>& paths, const PruneFn& prune = {});
 
 class Progress;
 struct CommonOptions;
@@ -131,7 +136,7 @@ struct CommonOptions;
 // (null when none is drawn) to name its phases and feed hashing progress
 // (Progress::Phase, Progress::Hashed).
 using JudgeFn = std::function<FileReport(const Target&, const core::OpenedFile* file, Progress*)>;
-Report RunFiles(const CommonOptions& opts, const JudgeFn& one);
+Report RunFiles(const CommonOptions& opts, const JudgeFn& one, const PruneFn& prune = {});
 
 // OpenTarget opens what `target` names, once: its path (a final symlink
 // followed only for a path named on the command line) or, for a Hugging

@@ -132,10 +132,14 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
     std::cerr << "modelgate: " << scopes.error().message << "\n";
     return kExitCannotJudge;
   }
-  Report report =
-      RunFiles(opts, [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
+  Report report = RunFiles(
+      opts,
+      [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
         return CheckOne(target, file, p.value(), scan_options.value(), keys,
                         scopes.value()[target.operand], today, progress);
+      },
+      [&](size_t operand, std::string_view rel) {
+        return PruneVcs(scopes.value()[operand], rel);
       });
   FinishModels(scopes.value(), opts, p.value().signatures_required, &report);
   FinishSets(p.value().fail_on, &report);

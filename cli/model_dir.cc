@@ -179,6 +179,14 @@ core::Result<DetachedJudgement> JudgeDetached(const DetachedScope& scope, const 
   return out;
 }
 
+bool PruneVcs(const DetachedScope& scope, std::string_view rel) {
+  if (!scope.bundle || scope.verdict.status != signer::SigStatus::kValid || scope.single_file) {
+    return false;
+  }
+  if (rel != ".git" && rel.substr(0, 5) != ".git/") return false;
+  return oms::IsIgnored(scope.bundle->manifest, rel);
+}
+
 void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions& opts,
                   bool signatures_required, Report* report) {
   for (size_t i = 0; i < scopes.size() && i < opts.paths.size(); ++i) {

@@ -64,6 +64,13 @@ core::Result<DetachedJudgement> JudgeDetached(const DetachedScope& scope, const 
                                               const core::OpenedFile& file,
                                               const core::HashOptions& hash);
 
+// PruneVcs: `rel` is the operand's top-level .git (or inside it) and the
+// operand's valid bundle ignores it. A checkout's .git holds every committed
+// blob zlib-compressed (history, not the tree, and read by no loader);
+// whoever signed the model left it out, as model_signing does by default.
+// Without such a bundle .git is walked and judged like anything else.
+bool PruneVcs(const DetachedScope& scope, std::string_view rel);
+
 // FinishModels adds to `report`, after the walk, for each operand with a
 // bundle: its findings, on the bundle's own entry (or a new one when the
 // bundle lies outside the operand), when it is invalid, or not valid while

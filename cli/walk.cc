@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string_view>
 
 #include "cli.h"
@@ -103,15 +104,26 @@ std::string HfBlob(const std::string& link, uint64_t* size_bytes) {
   return blob;
 }
 
+// Skip says whether the walk leaves out an entry (by its path), and so
+// does not descend into it; null skips nothing.
+using Skip = std::function<bool(const std::string& path)>;
+
 void WalkDir(const std::string& dir, const std::string& root_real, int depth,
-             std::vector<Target>* out);
+             std::vector<Target>* out, const Skip& skip);
 
 // WalkOperand walks the directory operand `index` and labels every target
-// with it and its path relative to the operand.
-void WalkOperand(const std::string& root, size_t index, std::vector<Target>* out) {
+// with it and its path relative to the operand; `prune` leaves entries out.
+void WalkOperand(const std::string& root, size_t index, const PruneFn& prune,
+                 std::vector<Target>* out) {
   const size_t first = out->size();
-  WalkDir(root, RealPath(root), 0, out);
   const size_t skip = root.empty() || root.back() == '/' ? root.size() : root.size() + 1;
+  Skip skip_fn;
+  if (prune) {
+    skip_fn = [&](const std::string& path) {
+      return path.size() > skip && prune(index, std::string_view(path).substr(skip));
+    };
+  }
+  WalkDir(root, RealPath(root), 0, out, skip_fn);
   for (size_t i = first; i < out->size(); ++i) {
     Target& t = (*out)[i];
     t.operand = index;
@@ -120,7 +132,7 @@ void WalkOperand(const std::string& root, size_t index, std::vector<Target>* out
 }
 
 void WalkDir(const std::string& dir, const std::string& root_real, int depth,
-             std::vector<Target>* out) {
+             std::vector<Target>* out, const Skip& skip) {
   if (depth > kMaxWalkDepth) {
     Target t{dir, false, {}, true};
     t.walk_findings.push_back(Walk("MG-IO-OPEN", core::Severity::kHigh,
@@ -146,6 +158,7 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
     std::string path = Join(dir, name);
+    if (skip && skip(path)) continue;
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) {
       Target t{path, false, {}, true};
@@ -153,7 +166,7 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
           Walk("MG-IO-OPEN", core::Severity::kHigh, std::string("cannot stat: ") + std::strerror(errno)));
       out->push_back(std::move(t));
     } else if (S_ISDIR(st.st_mode)) {
-      WalkDir(path, root_real, depth + 1, out);
+      WalkDir(path, root_real, depth + 1, out, skip);
     } else if (S_ISREG(st.st_mode)) {
       out->push_back(Target{path, false, {}, false, static_cast<uint64_t>(st.st_size)});
     } else if (S_ISLNK(st.st_mode)) {
@@ -192,7 +205,7 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
 
 }  // namespace
 
-std::vector<Target> ExpandPaths(const std::vector<std::string>& paths) {
+std::vector<Target> ExpandPaths(const std::vector<std::string>& paths, const PruneFn& prune) {
   std::vector<Target> out;
   for (size_t index = 0; index < paths.size(); ++index) {
     const std::string& p = paths[index];
@@ -206,7 +219,7 @@ std::vector<Target> ExpandPaths(const std::vector<std::string>& paths) {
     struct stat st {};
     const bool found = ::stat(p.c_str(), &st) == 0;
     if (found && S_ISDIR(st.st_mode)) {
-      WalkOperand(p, index, &out);
+      WalkOperand(p, index, prune, &out);
     } else {
       const uint64_t size = found && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
       Target t{p, true, {}, false, size};  // ScanFile reports what is wrong
@@ -254,8 +267,8 @@ core::Status TargetUnchanged(const Target& target, const core::OpenedFile& file)
                      "file changed while being judged (" + what + ")"};
 }
 
-Report RunFiles(const CommonOptions& opts, const JudgeFn& one) {
-  const std::vector<Target> targets = ExpandPaths(opts.paths);
+Report RunFiles(const CommonOptions& opts, const JudgeFn& one, const PruneFn& prune) {
+  const std::vector<Target> targets = ExpandPaths(opts.paths, prune);
   std::unique_ptr<Progress> progress = StderrProgress(opts.quiet, targets);
   Report report;
   report.files.reserve(targets.size());

@@ -51,12 +51,14 @@ fi
 
 # A checkout's .git holds every committed blob zlib-compressed: scanning it
 # would judge history, not the tree. A directory with a top-level .git is
-# replaced by its other entries.
+# replaced by its other entries -- unless it holds a detached bundle
+# (model.sig): then it is passed whole, so the bundle covers its files, and
+# check itself leaves out the .git that a valid bundle ignores.
 if [ "${#paths[@]}" -gt 0 ]; then
   given=("${paths[@]}")
   paths=()
   for p in "${given[@]}"; do
-    if [ -d "$p" ] && [ -e "$p/.git" ]; then
+    if [ -d "$p" ] && [ -e "$p/.git" ] && ! [ -f "$p/model.sig" ]; then
       while IFS= read -r -d '' entry; do
         paths+=("$entry")
       done < <(find "$p" -mindepth 1 -maxdepth 1 ! -name .git -print0 | sort -z)

@@ -354,6 +354,19 @@ def one_file_signed_detached_and_a_linked_bundle(d):
     assert "MG-OMS-BUNDLE" in rejected(doc).get(s.sig, ""), rejected(doc)
 
 
+@test
+def git_directory_left_out_only_when_the_valid_bundle_ignores_it(d):
+    s = Setup(d)
+    evil = write(s.model, ".git/objects/evil.pkl", b"\x80\x02cos\nsystem\n.")
+    rc, doc, err = check(s.model, s.pol)
+    eq(rc, 0, f"a signed clone's .git is not walked ({err}) {doc and rejected(doc)}")
+    assert not any("/.git/" in f["path"] for f in doc["files"]), "no .git entries"
+    os.remove(s.sig)
+    rc, doc, err = check(s.model, s.pol)
+    eq(rc, 1, "unsigned: .git is judged like anything else")
+    assert evil in rejected(doc), rejected(doc)
+
+
 OMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "oms")
 
 

@@ -247,17 +247,22 @@ def detached_signed_directory_passes(d):
     code, outputs, log = run_action(ws, inputs)
     eq(code, 1, "a file changed after signing\n" + log)
     eq(rule_ids(load_sarif(ws)), ["MG-POLICY-SIGNATURE"], "rules")
-    # What docs/ci-policy-check.md says of a checkout whose root is the
-    # signed model: `path: .` passes the entries beside .git one by one, so
-    # the bundle covers none of them (change the doc when this changes).
+    # A checkout whose root is the signed model: `path: .` passes the
+    # directory whole (it holds model.sig), and check leaves out the .git the
+    # bundle ignores -- here holding a pickle that would fail formats.allow.
     root = os.path.join(d, "hfclone")
     shutil.copytree(os.path.join(ws, "models", "llm-7b"), root)
     code, _, err = run([MG, "sign", "--detached", "--key", prefix + ".key", root])
     eq(code, 0, "sign --detached " + err)
     write(root, ".git/HEAD", "ref: refs/heads/main\n")
+    write(root, ".git/objects/evil.pkl", b"\x80\x02cos\nsystem\n.")
     write(root, ".github/modelgate-policy.yaml", policy)
     code, outputs, log = run_action(root, {"path": ".", "policy": ".github/modelgate-policy.yaml"})
-    eq(code, 1, "path: . in a clone of the model\n" + log)
+    eq(code, 0, "path: . in a clone of the signed model\n" + log)
+    # Unsigned, the same clone's .git is judged like everything else.
+    os.remove(os.path.join(root, "model.sig"))
+    code, outputs, log = run_action(root, {"path": ".", "policy": ".github/modelgate-policy.yaml"})
+    eq(code, 1, "path: . in an unsigned clone\n" + log)
 
 
 @test
