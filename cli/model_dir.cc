@@ -145,7 +145,7 @@ core::Result<DetachedJudgement> JudgeDetached(const DetachedScope& scope, const 
   const bool valid = scope.present && scope.bundle && scope.verdict.status == signer::SigStatus::kValid;
   std::vector<core::ByteRange> ranges;
   const std::string rel = scope.single_file ? "." : target.rel;
-  if (valid) ranges = oms::RangesFor(scope.bundle->manifest, file.size);
+  if (valid) ranges = oms::RangesToHash(scope.bundle->manifest, rel, file.size);
   // The whole file last: the report's sha256 (in files mode it is the
   // manifest's one range, hashed once).
   const bool whole_listed = ranges.size() == 1 && ranges[0].offset == 0 &&

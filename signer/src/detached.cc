@@ -609,11 +609,11 @@ struct HashedFile {
   std::string rel;
   uint64_t size = 0;
   core::Sha256Digest whole{};
-  std::vector<core::Sha256Digest> range_digests;  // RangesFor(m, size)
+  std::vector<core::Sha256Digest> range_digests;  // RangesToHash(m, rel, size)
 };
 
 // HashEntries opens each non-ignored entry once (checking it is the inode
-// the walk saw), hashes RangesFor(m, size) (and the whole file in shards
+// the walk saw), hashes RangesToHash(m, rel, size) (and the whole file in shards
 // mode) from that descriptor, and checks it did not change meanwhile.
 core::Result<std::vector<HashedFile>> HashEntries(const Walk& w, const std::string& root, const Manifest& m,
                                                   const core::HashOptions& hash) {
@@ -649,7 +649,7 @@ core::Result<std::vector<HashedFile>> HashEntries(const Walk& w, const std::stri
     }
     for (size_t k = 0; k < files.size(); ++k) {
       const uint64_t size = files[k].size;
-      std::vector<core::ByteRange> rs = RangesFor(m, size);
+      std::vector<core::ByteRange> rs = RangesToHash(m, todo[start + k]->rel, size);
       if (m.method == Method::kShards) rs.push_back({0, size});
       spans.emplace_back(ranges.size(), rs.size());
       for (const core::ByteRange& r : rs) ranges.push_back({files[k].fd, r, names[k]});
@@ -893,14 +893,36 @@ bool IsIgnored(const Manifest& m, std::string_view rel_path) {
                      [&](const std::string& ip) { return UnderPath(rel_path, ip); });
 }
 
-FileState Compare(const Manifest& m, std::string_view rel_path,
-                  std::span<const core::Sha256Digest> digests_of_ranges, uint64_t size) {
-  if (IsIgnored(m, rel_path)) return FileState::kIgnored;
+namespace {
+
+// Listed is the manifest's resources for `rel_path` (canonical order keeps
+// them adjacent, by offset).
+std::span<const Resource> Listed(const Manifest& m, std::string_view rel_path) {
   auto lo = std::lower_bound(m.resources.begin(), m.resources.end(), rel_path,
                              [](const Resource& r, std::string_view p) { return PathLess(r.path, p); });
   auto hi = lo;
   while (hi != m.resources.end() && hi->path == rel_path) ++hi;
+  return {lo, hi};
+}
+
+}  // namespace
+
+std::vector<core::ByteRange> RangesToHash(const Manifest& m, std::string_view rel_path, uint64_t size) {
+  if (m.method == Method::kShards) {
+    const std::span<const Resource> listed = Listed(m, rel_path);
+    if (listed.empty() || listed.back().end != size) return {};
+  }
+  return RangesFor(m, size);
+}
+
+FileState Compare(const Manifest& m, std::string_view rel_path,
+                  std::span<const core::Sha256Digest> digests_of_ranges, uint64_t size) {
+  if (IsIgnored(m, rel_path)) return FileState::kIgnored;
+  const std::span<const Resource> listed = Listed(m, rel_path);
+  auto lo = listed.begin();
+  auto hi = listed.end();
   if (lo == hi) return FileState::kAdded;
+  if (m.method == Method::kShards && listed.back().end != size) return FileState::kChanged;
   const std::vector<core::ByteRange> want = RangesFor(m, size);
   if (static_cast<size_t>(hi - lo) != want.size() || digests_of_ranges.size() != want.size()) {
     return FileState::kChanged;

@@ -165,6 +165,14 @@ BundleVerdict VerifyBundle(const Bundle& bundle, std::span<const PublicKey> trus
 // all for size 0, as model_signing (which then records no resource for an
 // empty file).
 std::vector<core::ByteRange> RangesFor(const Manifest& m, uint64_t size);
+// RangesToHash is what a verifier hashes of the present file `rel_path` of
+// `size` bytes: RangesFor(m, size), except in shards mode for a file the
+// manifest does not list, or lists with another size (the end of its last
+// shard): none, since Compare decides those without digests. So the ranges
+// hashed are bounded by the manifest's own resources, never by a size the
+// file claims (a 1 TB sparse file under a 40-byte shard_size would ask for
+// 25 billion ranges).
+std::vector<core::ByteRange> RangesToHash(const Manifest& m, std::string_view rel_path, uint64_t size);
 
 // FileState: what one present file is against the manifest.
 enum class FileState : uint8_t { kSigned, kChanged, kAdded, kIgnored };
