@@ -48,7 +48,17 @@ FileReport CheckOne(const Target& target, const core::OpenedFile* file, const po
       fr.signature.key_names = scope.verdict.key_names;
     }
     auto sha = policy::FileSha256(file->fd, file->size, hash);
-    if (sha.ok()) fr.sha256 = sha.value();
+    if (!sha.ok() || sha.value() != scope.bundle_sha256) {
+      // Not the bytes that were judged as the bundle: no verdict on them.
+      fr.scan.io_error = true;
+      fr.scan.findings.push_back(scanner::FindingFromError(
+          sha.ok() ? core::Error{core::Code::kIoChanged, core::kNoOffset,
+                                 "the bundle changed while the model was judged"}
+                   : sha.error()));
+      fr.verdict = Verdict::kError;
+      return fr;
+    }
+    fr.sha256 = sha.value();
     return fr;
   }
   if (!WalkFindings(target, &fr)) fr.scan = scanner::ScanOpened(*file, target.path, scan_options);

@@ -120,6 +120,8 @@ core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
       scope.reason_id = std::string(oms::ReasonId(oms::Reason::kLimit));
       continue;
     }
+    scope.bundle_sha256 = core::Sha256(
+        {reinterpret_cast<const uint8_t*>(text.value().data()), text.value().size()});
     oms::Reason why = oms::Reason::kNone;
     auto bundle = oms::ParseBundle(text.value(), {}, &why);
     if (!bundle.ok()) {

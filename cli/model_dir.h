@@ -35,6 +35,9 @@ struct DetachedScope {
   std::optional<signer::oms::Bundle> bundle;  // when it parsed
   signer::oms::BundleVerdict verdict;         // kInvalid when it did not parse
   std::string reason_id;                      // MG-OMS-* when not kValid
+  // SHA-256 of the bundle bytes read (when they were): the walk's entry for
+  // the bundle file must be these bytes, or the file changed meanwhile.
+  std::optional<core::Sha256Digest> bundle_sha256;
 };
 
 // LoadDetachedScopes reads, parses and verifies the bundle of every operand
