@@ -375,9 +375,13 @@ AppDefinition BuildApp(CommonOptions* opts) {
 
   CLI::App* sign = b.Command(root, "sign",
                              "Embed an Ed25519 signature (STSIG v1) in a safetensors file's "
-                             "header; the tensors are left as they are.",
+                             "header (a directory or index: every shard, bound into one set); "
+                             "or, with --detached, sign a whole model directory into one "
+                             "OpenSSF Model Signing bundle.",
                              "--key FILE [OPTIONS] PATH", false, RunSign);
-  b.Operands(sign, "PATH", "the safetensors file to sign");
+  b.Operands(sign, "PATH",
+             "the safetensors file to sign; a directory or *.safetensors.index.json to sign "
+             "its shard set; with --detached, the model directory or file");
   b.File(sign, "--key", &opts->key, "FILE", "the private key (PREFIX.key from keygen)",
          std::string(kRequiredDefault));
   b.File(sign, "-o,--output", &opts->out_path, "FILE",
@@ -413,8 +417,9 @@ AppDefinition BuildApp(CommonOptions* opts) {
       "not a safetensors file, or the file or key could not be read or written.");
 
   CLI::App* verify = b.Command(root, "verify",
-                               "Check the signatures embedded in safetensors files against "
-                               "trusted public keys.",
+                               "Check the signatures embedded in safetensors files (and "
+                               "their shard sets) against trusted public keys; with --sig, a "
+                               "whole model against its detached bundle.",
                                "--pubkey FILE [OPTIONS] PATH...", false, RunVerify);
   b.Operands(verify, "PATH", "files or directories to verify");
   b.File(verify, "--sig", &opts->sig_path, "FILE",
