@@ -162,8 +162,7 @@ namespace {
 std::string DefaultBundlePath(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return path.empty() || path.back() == '/' ? path + std::string(kBundleName)
-                                              : path + "/" + std::string(kBundleName);
+    return JoinPath(path, std::string(kBundleName));
   }
   return path + ".sig";
 }
@@ -195,10 +194,6 @@ Report DetachedReport(const CommonOptions& opts, const signer::oms::DetachedVeri
   namespace oms = signer::oms;
   Report report;
   const std::string& root = opts.paths[0];
-  auto join = [&](const std::string& rel) {
-    if (rel == "." || rel.empty()) return root;
-    return root.empty() || root.back() == '/' ? root + rel : root + "/" + rel;
-  };
   auto entry = [&](const std::string& path) {
     FileReport fr;
     fr.scan.path = path;
@@ -223,7 +218,7 @@ Report DetachedReport(const CommonOptions& opts, const signer::oms::DetachedVeri
     return report;
   }
   for (const oms::DetachedFile& df : v.files) {
-    FileReport fr = entry(join(df.path));
+    FileReport fr = entry(JoinPath(root, df.path));
     fr.scan.size = df.size;
     fr.sha256 = df.sha256;
     fr.signature.detached_state = std::string(oms::FileStateName(df.state));
@@ -253,7 +248,7 @@ Report DetachedReport(const CommonOptions& opts, const signer::oms::DetachedVeri
     report.files.push_back(std::move(fr));
   }
   for (const std::string& rel : v.missing) {
-    FileReport fr = entry(join(rel));
+    FileReport fr = entry(JoinPath(root, rel));
     fr.signature.status = "invalid";
     fr.signature.detached_state = "missing";
     fr.scan.findings.push_back(scanner::MakeFinding(

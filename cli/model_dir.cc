@@ -13,12 +13,6 @@ namespace {
 
 namespace oms = signer::oms;
 
-std::string JoinPath(const std::string& dir, const std::string& rel) {
-  if (rel.empty() || rel == ".") return dir;
-  if (!dir.empty() && dir.back() == '/') return dir + rel;
-  return dir + "/" + rel;
-}
-
 std::string BaseName(const std::string& path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -35,38 +29,17 @@ bool IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// Relative is `path` relative to the directory `root` when it lies in it
-// (textually: the bundle named by --sig as DIR/x or found there), else "".
-std::string Relative(const std::string& root, const std::string& path) {
-  std::string prefix = root;
-  if (prefix.empty() || prefix.back() != '/') prefix += '/';
-  if (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0) {
-    return path.substr(prefix.size());
-  }
-  return {};
-}
-
-// ReadBundle reads the bundle file once: no symlink followed, a regular
-// file, at most kMaxBundleBytes (a larger one is rejected unread).
-core::Result<std::string> ReadBundle(const std::string& path, bool* too_large) {
-  auto f = core::OpenRegularFile(path, /*follow_symlink=*/false);
-  if (!f.ok()) return f.error();
-  if (f.value().size > oms::kMaxBundleBytes) {
-    *too_large = true;
-    return std::string();
-  }
-  std::string text(static_cast<size_t>(f.value().size), '\0');
-  auto st = core::PreadExact(
-      f.value().fd, 0, {reinterpret_cast<uint8_t*>(text.data()), text.size()});
-  if (!st.ok()) return st.error();
-  return text;
-}
-
 scanner::Finding OmsFinding(std::string_view id, core::Severity sev, std::string message) {
   return scanner::MakeFinding(std::string(id), sev, std::move(message));
 }
 
 }  // namespace
+
+std::string JoinPath(const std::string& dir, const std::string& rel) {
+  if (rel.empty() || rel == ".") return dir;
+  if (!dir.empty() && dir.back() == '/') return dir + rel;
+  return dir + "/" + rel;
+}
 
 core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
     const CommonOptions& opts, std::span<const signer::PublicKey> trusted) {
@@ -83,7 +56,7 @@ core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
       struct stat st {};
       if (::lstat(candidate.c_str(), &st) != 0) continue;  // no bundle: nothing detached
       // A link or special file named model.sig is still "the bundle": it
-      // is read as ReadBundle reads any bundle, and refused.
+      // is read as LoadBundle reads any bundle, and refused.
       scope.bundle_path = candidate;
     } else {
       // One file: its bundle is FILE.sig beside it (sign --detached's default).
@@ -93,49 +66,28 @@ core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
       scope.bundle_path = candidate;
     }
     scope.present = true;
-    if (dir) scope.bundle_rel = Relative(operand, scope.bundle_path);
-    bool too_large = false;
-    auto text = ReadBundle(scope.bundle_path, &too_large);
-    if (!text.ok() && opts.sig_path.empty() && text.error().code == core::Code::kIoNotRegular) {
+    if (dir) scope.bundle_rel = oms::RelInside(operand, scope.bundle_path);
+    auto loaded = oms::LoadBundle(scope.bundle_path, trusted);
+    if (!loaded.ok() && opts.sig_path.empty() && loaded.error().code == core::Code::kIoNotRegular) {
       // Found in the tree, not named by the operator: a link or a special
       // file where the bundle belongs is the upload's fault, a rejection.
       scope.verdict.status = signer::SigStatus::kInvalid;
       scope.verdict.why = oms::Reason::kMalformed;
-      scope.verdict.reason = text.error();
+      scope.verdict.reason = loaded.error();
       scope.reason_id = std::string(oms::ReasonId(oms::Reason::kMalformed));
       continue;
     }
-    if (!text.ok()) {
-      core::Error e = text.error();
+    if (!loaded.ok()) {
+      core::Error e = loaded.error();
       e.message = DisplayPath(scope.bundle_path) + ": " + e.message;
       return e;
     }
-    if (too_large) {
-      scope.verdict.status = signer::SigStatus::kInvalid;
-      scope.verdict.why = oms::Reason::kLimit;
-      scope.verdict.reason = core::Error{
-          core::Code::kSigBadRecord, core::kNoOffset,
-          "the bundle is larger than the limit of " + std::to_string(oms::kMaxBundleBytes) +
-              " bytes (kMaxBundleBytes); not read"};
-      scope.reason_id = std::string(oms::ReasonId(oms::Reason::kLimit));
-      continue;
-    }
-    scope.bundle_sha256 = core::Sha256(
-        {reinterpret_cast<const uint8_t*>(text.value().data()), text.value().size()});
-    oms::Reason why = oms::Reason::kNone;
-    auto bundle = oms::ParseBundle(text.value(), {}, &why);
-    if (!bundle.ok()) {
-      scope.verdict.status = signer::SigStatus::kInvalid;
-      scope.verdict.why = why == oms::Reason::kNone ? oms::Reason::kMalformed : why;
-      scope.verdict.reason = bundle.error();
-      scope.reason_id = std::string(oms::ReasonId(scope.verdict.why));
-      continue;
-    }
-    scope.verdict = oms::VerifyBundle(bundle.value(), trusted);
+    scope.verdict = loaded.value().verdict;
     if (scope.verdict.status != signer::SigStatus::kValid) {
       scope.reason_id = std::string(oms::ReasonId(scope.verdict.why));
     }
-    scope.bundle = std::move(bundle).value();
+    scope.bundle_sha256 = loaded.value().sha256;
+    scope.bundle = std::move(loaded.value().bundle);
   }
   return scopes;
 }

@@ -24,6 +24,10 @@ namespace modelgate::cli {
 // --sig names one (model_signing's default file name).
 inline constexpr std::string_view kBundleName = "model.sig";
 
+// JoinPath is `dir`/`rel` with one '/' between them; `dir` itself for rel
+// "" or "." (a bundle's name for the one file of a one-file model).
+std::string JoinPath(const std::string& dir, const std::string& rel);
+
 // DetachedScope is one operand's detached bundle, if any.
 struct DetachedScope {
   bool present = false;     // a bundle was named (--sig) or found (DIR/model.sig)

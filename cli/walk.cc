@@ -34,11 +34,6 @@ bool Inside(const std::string& path, const std::string& root) {
                           path[root.size()] == '/');
 }
 
-std::string Join(const std::string& dir, const std::string& name) {
-  if (!dir.empty() && dir.back() == '/') return dir + name;
-  return dir + "/" + name;
-}
-
 scanner::Finding Walk(std::string id, core::Severity sev, std::string message) {
   return scanner::MakeFinding(std::move(id), sev, std::move(message));
 }
@@ -157,7 +152,7 @@ void WalkDir(const std::string& dir, const std::string& root_real, int depth,
   ::closedir(d);
   std::sort(names.begin(), names.end());
   for (const auto& name : names) {
-    std::string path = Join(dir, name);
+    std::string path = JoinPath(dir, name);
     if (skip && skip(path)) continue;
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) {

@@ -679,29 +679,6 @@ core::Result<std::vector<HashedFile>> HashEntries(const Walk& w, const std::stri
   return out;
 }
 
-// RelInside: `path`'s place relative to the directory `root` when it lies
-// inside it ("" otherwise). The file need not exist; its directory must.
-std::string RelInside(const std::string& root, const std::string& path) {
-  char buf[PATH_MAX];
-  if (::realpath(root.c_str(), buf) == nullptr) return "";
-  std::string root_real = buf;
-  std::string dir = ".", base = path;
-  if (size_t slash = path.rfind('/'); slash != std::string::npos) {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    base = path.substr(slash + 1);
-  }
-  if (base.empty() || base == "." || base == "..") return "";
-  if (::realpath(dir.c_str(), buf) == nullptr) return "";
-  std::string dir_real = buf;
-  if (dir_real == root_real) return base;
-  if (root_real == "/") return dir_real.substr(1) + "/" + base;
-  if (dir_real.size() > root_real.size() && dir_real.compare(0, root_real.size(), root_real) == 0 &&
-      dir_real[root_real.size()] == '/') {
-    return dir_real.substr(root_real.size() + 1) + "/" + base;
-  }
-  return "";
-}
-
 // Basename of a path as Python's pathlib.Path(p).name, with the resolved
 // name for "." and ".." (what model_signing does).
 std::string ModelName(const std::string& root) {
@@ -1095,40 +1072,72 @@ std::vector<core::Error> DetachedVerifyResult::Problems(std::vector<Reason>* rea
   return out;
 }
 
+std::string RelInside(const std::string& root, const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(root.c_str(), buf) == nullptr) return "";
+  std::string root_real = buf;
+  std::string dir = ".", base = path;
+  if (size_t slash = path.rfind('/'); slash != std::string::npos) {
+    dir = slash == 0 ? "/" : path.substr(0, slash);
+    base = path.substr(slash + 1);
+  }
+  if (base.empty() || base == "." || base == "..") return "";
+  if (::realpath(dir.c_str(), buf) == nullptr) return "";
+  std::string dir_real = buf;
+  if (dir_real == root_real) return base;
+  if (root_real == "/") return dir_real.substr(1) + "/" + base;
+  if (dir_real.size() > root_real.size() && dir_real.compare(0, root_real.size(), root_real) == 0 &&
+      dir_real[root_real.size()] == '/') {
+    return dir_real.substr(root_real.size() + 1) + "/" + base;
+  }
+  return "";
+}
+
+core::Result<LoadedBundle> LoadBundle(const std::string& path, std::span<const PublicKey> trusted,
+                                      const BundleLimits& limits) {
+  LoadedBundle out;
+  auto bf = core::OpenRegularFile(path, /*follow_symlink=*/false);
+  if (!bf.ok()) return bf.error();
+  if (bf.value().size > limits.max_bundle_bytes) {
+    out.verdict.status = SigStatus::kInvalid;
+    out.verdict.why = Reason::kLimit;
+    out.verdict.reason =
+        Error{Code::kSigBadRecord, core::kNoOffset,
+              "bundle is " + std::to_string(bf.value().size) + " bytes, over the limit of " +
+                  std::to_string(limits.max_bundle_bytes)};
+    return out;
+  }
+  std::string text(static_cast<size_t>(bf.value().size), '\0');
+  if (auto s = core::PreadExact(bf.value().fd, 0, {reinterpret_cast<uint8_t*>(text.data()), text.size()});
+      !s.ok()) {
+    return s.error();
+  }
+  if (auto s = core::CheckUnchanged(bf.value()); !s.ok()) return s.error();
+  out.sha256 = core::Sha256({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  Reason why = Reason::kNone;
+  auto parsed = ParseBundle(text, limits, &why);
+  if (!parsed.ok()) {
+    out.verdict.status = SigStatus::kInvalid;
+    out.verdict.why = why == Reason::kNone ? Reason::kMalformed : why;
+    out.verdict.reason = parsed.error();
+    return out;
+  }
+  out.verdict = VerifyBundle(parsed.value(), trusted);
+  out.bundle = std::move(parsed).value();
+  return out;
+}
+
 core::Result<DetachedVerifyResult> VerifyDetached(const std::string& root, const std::string& bundle_path,
                                                   std::span<const PublicKey> trusted,
                                                   const DetachedVerifyOptions& options) {
   DetachedVerifyResult result;
   result.allow_unsigned_files = options.allow_unsigned_files;
-  auto bf = core::OpenRegularFile(bundle_path, false);
-  if (!bf.ok()) return WalkError(bf.error().code, bundle_path, bf.error().message);
-  if (bf.value().size > options.limits.max_bundle_bytes) {
-    result.bundle.status = SigStatus::kInvalid;
-    result.bundle.why = Reason::kLimit;
-    result.bundle.reason =
-        Error{Code::kSigBadRecord, core::kNoOffset,
-              "bundle is " + std::to_string(bf.value().size) + " bytes, over the limit of " +
-                  std::to_string(options.limits.max_bundle_bytes)};
-    return result;
-  }
-  std::string text(static_cast<size_t>(bf.value().size), '\0');
-  if (auto s = core::PreadExact(bf.value().fd, 0, {reinterpret_cast<uint8_t*>(text.data()), text.size()});
-      !s.ok()) {
-    return WalkError(s.error().code, bundle_path, s.error().message);
-  }
-  if (auto s = core::CheckUnchanged(bf.value()); !s.ok())
-    return WalkError(s.error().code, bundle_path, s.error().message);
-  Reason why = Reason::kNone;
-  auto parsed = ParseBundle(text, options.limits, &why);
-  if (!parsed.ok()) {
-    result.bundle.status = SigStatus::kInvalid;
-    result.bundle.why = why;
-    result.bundle.reason = parsed.error();
-    return result;
-  }
-  const Bundle& b = parsed.value();
+  auto loaded = LoadBundle(bundle_path, trusted, options.limits);
+  if (!loaded.ok()) return WalkError(loaded.error().code, bundle_path, loaded.error().message);
+  result.bundle = loaded.value().verdict;
+  if (!loaded.value().bundle) return result;
+  const Bundle& b = *loaded.value().bundle;
   result.manifest = b.manifest;
-  result.bundle = VerifyBundle(b, trusted);
   if (result.bundle.status != SigStatus::kValid) return result;
 
   const Manifest& m = b.manifest;

@@ -327,6 +327,13 @@ def bundle_is_judged_as_a_bundle_not_as_a_model_file(d):
         "kind: Policy\n", "kind: Policy\nformats: {allow: [safetensors, unknown]}\n"))
     rc, doc, err = check(s.model, strict)
     eq(rc, 0, f"formats.allow without a format for the bundle ({err}) {doc and rejected(doc)}")
+    # Named by --sig through another spelling of the same directory, the
+    # bundle is still known as the bundle (resolved, not compared as text).
+    rc, doc, err = check(s.model, s.pol, "--sig",
+                         os.path.join(s.model, "..", os.path.basename(s.model), "model.sig"))
+    eq(rc, 0, f"--sig spelled through .. ({err}) {doc and rejected(doc)}")
+    entry = [f for f in doc["files"] if f["path"].endswith("model.sig")]
+    eq([f["signature"].get("kind") for f in entry], ["detached"], "the bundle's own entry")
     loose = write(s.keys, "loose.yaml", "apiVersion: modelgate/v1\nkind: Policy\n")
     key2, pub2 = keygen(s.keys, "other")
     sign(s.model, key2)

@@ -258,6 +258,25 @@ struct DetachedVerifyOptions {
 // cannot judge: the bundle or a file cannot be opened or read, a file
 // changed while hashed, a symlink or special file in the model, over
 // max_files.
+// LoadedBundle is a bundle file read once, parsed and verified.
+struct LoadedBundle {
+  std::optional<Bundle> bundle;  // when it parsed
+  BundleVerdict verdict;         // kInvalid (with why/reason) when it did not parse or is too large
+  std::optional<core::Sha256Digest> sha256;  // of the bytes read; unset when over the limit (unread)
+};
+// LoadBundle opens `path` (no symlink followed, a regular file), reads it
+// once when it is at most limits.max_bundle_bytes (else a kInvalid verdict,
+// Reason::kLimit, unread), checks it did not change while read, then
+// ParseBundle and VerifyBundle. An Error only when it cannot be opened or
+// read (kIoNotRegular for a link or special file).
+core::Result<LoadedBundle> LoadBundle(const std::string& path, std::span<const PublicKey> trusted,
+                                      const BundleLimits& limits = {});
+
+// RelInside is `path`'s place relative to the directory `root` when it
+// lies inside it, resolved through realpath (so "./m/model.sig" lies in
+// "m"); "" otherwise. The file need not exist; its directory must.
+std::string RelInside(const std::string& root, const std::string& path);
+
 core::Result<DetachedVerifyResult> VerifyDetached(const std::string& root, const std::string& bundle_path,
                                                   std::span<const PublicKey> trusted,
                                                   const DetachedVerifyOptions& options);
