@@ -8,24 +8,13 @@
 namespace policy = modelgate::policy;
 namespace signer = modelgate::signer;
 using modelgate::testing::IndentedPem;
+using modelgate::testing::IndentLines;
 using modelgate::testing::kHead;
 using modelgate::testing::ParseError;
 using modelgate::testing::TempDir;
 using modelgate::testing::WriteFile;
 
 namespace {
-
-std::string Indented(const std::string& pem, std::string_view indent) {
-  std::string out;
-  size_t start = 0;
-  while (start < pem.size()) {
-    size_t end = pem.find('\n', start);
-    if (end == std::string::npos) end = pem.size();
-    out += std::string(indent) + pem.substr(start, end - start) + "\n";
-    start = end + 1;
-  }
-  return out;
-}
 
 // A secp256k1 SPKI (openssl ecparam -name secp256k1 -genkey | openssl ec -pubout).
 constexpr std::string_view kSecp256k1Pem =
@@ -52,7 +41,7 @@ TEST_CASE("policy: ECDSA public keys parse inline and from a file, next to Ed255
                            "      publicKey: |\n" + IndentedPem(1, "        ") +
                            "    - name: ec256\n"
                            "      publicKey: |\n" +
-                           Indented(signer::PublicKeyPem(p256.value().public_key()), "        ") +
+                           IndentLines(signer::PublicKeyPem(p256.value().public_key()), "        ") +
                            "    - {name: ec384, file: p384.pub}\n";
   auto r = policy::ParsePolicy(yaml, "p.yaml", dir.path());
   INFO((r.ok() ? "" : r.error().message));
@@ -74,7 +63,7 @@ TEST_CASE("policy: an EC key on a curve the signer refuses is a parse error at t
                            "signatures:\n"
                            "  keys:\n"
                            "    - name: k1\n"
-                           "      publicKey: |\n" + Indented(std::string(kSecp256k1Pem), "        ");
+                           "      publicKey: |\n" + IndentLines(std::string(kSecp256k1Pem), "        ");
   const std::string e = ParseError(yaml);
   CHECK_THAT(e, Catch::StartsWith("p.yaml:6:") && Catch::Contains("key \"k1\"") &&
                     Catch::Contains("\"secp256k1\" is not accepted"));

@@ -47,18 +47,23 @@ inline signer::PrivateKey TestKey(uint8_t n) {
   return std::move(signer::PrivateKey::FromSeed(seed)).value();
 }
 
-// IndentedPem is the public PEM of TestKey(n), each line prefixed by `indent`.
-inline std::string IndentedPem(uint8_t n, std::string_view indent) {
-  std::string pem = signer::PublicKeyPem(TestKey(n).public_key());
+// IndentLines is `text` with each line prefixed by `indent` (a PEM block
+// placed under a YAML `publicKey: |`).
+inline std::string IndentLines(const std::string& text, std::string_view indent) {
   std::string out;
   size_t start = 0;
-  while (start < pem.size()) {
-    size_t end = pem.find('\n', start);
-    if (end == std::string::npos) end = pem.size();
-    out += std::string(indent) + pem.substr(start, end - start) + "\n";
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out += std::string(indent) + text.substr(start, end - start) + "\n";
     start = end + 1;
   }
   return out;
+}
+
+// IndentedPem is the public PEM of TestKey(n), each line prefixed by `indent`.
+inline std::string IndentedPem(uint8_t n, std::string_view indent) {
+  return IndentLines(signer::PublicKeyPem(TestKey(n).public_key()), indent);
 }
 
 // ParseError is the error message for `yaml` ("OK" when it parses).
