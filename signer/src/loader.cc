@@ -28,6 +28,14 @@ struct Slot {
   std::optional<Error> failure;
 };
 
+// RangeMismatch is the kSigTensorMismatch error for a detached range.
+Error RangeMismatch(const SignedRange& r, const core::Sha256Digest& got) {
+  return Error{Code::kSigTensorMismatch, r.range.offset,
+               "bytes [" + std::to_string(r.range.offset) + ", " +
+                   std::to_string(r.range.offset + r.range.size_bytes) + ") hash to " +
+                   core::HexLower(got) + ", the bundle's digest is " + core::HexLower(r.digest)};
+}
+
 Error ErrnoError(Code code, const std::string& what) {
   return Error{code, kNoOffset, what + ": " + std::strerror(errno)};
 }
@@ -82,6 +90,9 @@ struct VerifiedModel::State {
   size_t region_bytes = 0;
   const uint8_t* data = nullptr;            // first byte of the data section
   std::unique_ptr<Slot[]> slots;            // lazy
+  std::vector<SignedRange> detached;        // lazy detached: what the file must hash to
+  bool is_detached = false;
+  mutable Slot file_slot;                   // lazy detached: the whole file, once
 
   State() = default;
   State(const State&) = delete;
@@ -112,8 +123,33 @@ struct VerifiedModel::State {
     return std::nullopt;
   }
 
+  // CheckLazyFile hashes every signed range of the file from the fd
+  // between two identity checks (lazy detached).
+  std::optional<Error> CheckLazyFile() const {
+    core::Status same = internal::CheckIdentity(file.fd, identity, "before file was hashed");
+    if (!same.ok()) return same.error();
+    std::vector<core::ByteRange> ranges;
+    ranges.reserve(detached.size());
+    for (const SignedRange& r : detached) ranges.push_back(r.range);
+    auto hashed = core::HashRanges(file.fd, ranges, hash);
+    if (!hashed.ok()) return hashed.error();
+    for (size_t k = 0; k < detached.size(); ++k) {
+      if (hashed.value()[k] != detached[k].digest) {
+        return RangeMismatch(detached[k], hashed.value()[k]);
+      }
+    }
+    same = internal::CheckIdentity(file.fd, identity, "while file was hashed");
+    if (!same.ok()) return same.error();
+    return std::nullopt;
+  }
+
   std::optional<Error> EnsureChecked(size_t i) const {
     if (mode != LoadMode::kLazy) return std::nullopt;
+    if (is_detached) {
+      Slot& slot = file_slot;
+      std::call_once(slot.once, [&] { slot.failure = CheckLazyFile(); });
+      return slot.failure;
+    }
     Slot& slot = slots[i];
     std::call_once(slot.once, [&] { slot.failure = CheckLazy(i); });
     return slot.failure;
@@ -167,6 +203,10 @@ core::Result<TensorView> VerifiedModel::Tensor(std::string_view name) const {
 
 core::Status VerifiedModel::CheckAll() const {
   const auto& tensors = state_->st().tensors;
+  if (state_->is_detached) {
+    if (auto failure = state_->EnsureChecked(0)) return *failure;
+    return core::OkStatus();
+  }
   if (state_->mode == LoadMode::kLazy) {
     ParallelLargestFirst(tensors, ThreadCount(state_->hash, tensors.size()),
                          [&](size_t i) { (void)state_->EnsureChecked(i); });
@@ -224,18 +264,131 @@ core::Status ReadAndHashInto(int fd, const core::Safetensors& st, uint8_t* dest,
   return core::OkStatus();
 }
 
+// CheckTiling: `ranges` cover [0, size) in order, without gap or overlap.
+core::Status CheckTiling(std::span<const SignedRange> ranges, uint64_t size) {
+  uint64_t at = 0;
+  for (const SignedRange& r : ranges) {
+    uint64_t end = 0;
+    if (r.range.offset != at || __builtin_add_overflow(at, r.range.size_bytes, &end)) {
+      return Error{Code::kSigOptions, kNoOffset,
+                   "detached ranges do not tile the file: a range starts at " +
+                       std::to_string(r.range.offset) + ", expected " + std::to_string(at)};
+    }
+    at = end;
+  }
+  if (at != size) {
+    return Error{Code::kSigOptions, kNoOffset,
+                 "detached ranges cover " + std::to_string(at) + " bytes of a " +
+                     std::to_string(size) + "-byte file"};
+  }
+  return core::OkStatus();
+}
+
+// ReadAndHashWhole preads the whole file into `dest` range by range, in
+// buffer-sized pieces hashed right after they are read, and compares each
+// range with its signed digest.
+core::Status ReadAndHashWhole(int fd, std::span<const SignedRange> ranges, uint8_t* dest,
+                              const core::HashOptions& options) {
+  const size_t piece_bytes = std::max<size_t>(options.buffer_bytes, 4096);
+  for (const SignedRange& r : ranges) {
+    core::Sha256Hasher h;
+    uint64_t done = 0;
+    while (done < r.range.size_bytes) {
+      const size_t n =
+          static_cast<size_t>(std::min<uint64_t>(piece_bytes, r.range.size_bytes - done));
+      std::span<uint8_t> piece(dest + r.range.offset + done, n);
+      core::Status s = core::PreadExact(fd, r.range.offset + done, piece);
+      if (!s.ok()) return s;
+      h.Update(piece);
+      done += n;
+    }
+    const core::Sha256Digest got = h.Final();
+    if (got != r.digest) return RangeMismatch(r, got);
+  }
+  return core::OkStatus();
+}
+
+// Placed is where a loader's bytes live: the mapping or private copy
+// (region, unmapped by its owner even on failure) and the data section.
+struct Placed {
+  void* region = nullptr;
+  size_t region_bytes = 0;
+  const uint8_t* data = nullptr;
+};
+
+// VerifyDetachedUpFront does what each mode checks of a detached file open
+// at `fd` before mapping: parses the header into *verification (copy: from
+// the verified copy it makes in *placed) and, eager and copy, hashes every
+// range; lazy keeps the ranges in *lazy_ranges for the first access.
+core::Status VerifyDetachedUpFront(int fd, uint64_t size, const LoadOptions& options,
+                                   Placed* placed, VerifyResult* out,
+                                   std::vector<SignedRange>* lazy_ranges) {
+  const std::vector<SignedRange>& ranges = *options.detached;
+  const core::HashOptions& hash = options.verify.hash;
+  core::Status tiled = CheckTiling(ranges, size);
+  if (!tiled.ok()) return tiled;
+  VerifyResult verification;
+  verification.status = SigStatus::kValid;
+  if (options.mode == LoadMode::kCopy) {
+    if (size == 0) return Error{Code::kStTruncated, 0, "file is empty"};
+    const size_t bytes = static_cast<size_t>(size);
+    void* buffer = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buffer == MAP_FAILED) return ErrnoError(Code::kIoRead, "cannot allocate the copy");
+    placed->region = buffer;
+    placed->region_bytes = bytes;
+    core::Status copied = ReadAndHashWhole(fd, ranges, static_cast<uint8_t*>(buffer), hash);
+    if (!copied.ok()) return copied;
+    auto st = core::ParseSafetensors(std::span<const uint8_t>(static_cast<const uint8_t*>(buffer), bytes),
+                                     options.verify.limits);
+    if (!st.ok()) return st.error();
+    verification.file = std::move(st).value();
+    if (!options.writable && ::mprotect(buffer, bytes, PROT_READ) != 0) {
+      return ErrnoError(Code::kIoRead, "cannot make the copy read-only");
+    }
+    placed->data = static_cast<const uint8_t*>(buffer) + verification.file.data_start;
+    *out = std::move(verification);
+    return core::OkStatus();
+  }
+  // Eager hashes before parsing: a changed header is changed bytes, not a
+  // parse error of a file nobody signed.
+  if (options.mode == LoadMode::kEager) {
+    std::vector<core::ByteRange> plain;
+    plain.reserve(ranges.size());
+    for (const SignedRange& r : ranges) plain.push_back(r.range);
+    auto hashed = core::HashRanges(fd, plain, hash);
+    if (!hashed.ok()) return hashed.error();
+    for (size_t k = 0; k < ranges.size(); ++k) {
+      if (hashed.value()[k] != ranges[k].digest) return RangeMismatch(ranges[k], hashed.value()[k]);
+    }
+  } else {
+    *lazy_ranges = ranges;
+  }
+  auto st = core::ReadSafetensors(fd, size, options.verify.limits);
+  if (!st.ok()) return st.error();
+  verification.file = std::move(st).value();
+  *out = std::move(verification);
+  return core::OkStatus();
+}
+
 }  // namespace
 
 core::Result<VerifiedModel> OpenVerified(const std::string& path,
                                          std::span<const PublicKey> trusted,
                                          const LoadOptions& options) {
+  auto opened = core::OpenRegularFile(path, options.verify.follow_symlink);
+  if (!opened.ok()) return opened.error();
+  return OpenVerifiedFile(std::move(opened).value(), path, trusted, options);
+}
+
+core::Result<VerifiedModel> OpenVerifiedFile(core::OpenedFile file, const std::string& path,
+                                             std::span<const PublicKey> trusted,
+                                             const LoadOptions& options) {
   auto state = std::make_unique<VerifiedModel::State>();
   state->mode = options.mode;
   state->hash = options.verify.hash;
+  state->is_detached = options.detached.has_value();
 
-  auto opened = core::OpenRegularFile(path, options.verify.follow_symlink);
-  if (!opened.ok()) return opened.error();
-  state->file = std::move(opened).value();
+  state->file = std::move(file);
   const int fd = state->file.fd;
   auto identity = internal::IdentityOf(fd);
   if (!identity.ok()) return identity.error();
@@ -244,20 +397,32 @@ core::Result<VerifiedModel> OpenVerified(const std::string& path,
     return Error{Code::kIoChanged, kNoOffset, "file changed while it was being opened"};
   }
 
-  // 1. The header signature (all modes); eager also hashes every tensor
-  //    from this fd here (VerifyFd: parallel pread + SHA-256).
-  core::Result<VerifyResult> verified =
-      options.mode == LoadMode::kEager
-          ? VerifyFd(fd, state->file.size, trusted, options.verify)
-          : internal::VerifyHeader(fd, state->file.size, trusted, options.verify,
-                                   &state->digests);
-  if (!verified.ok()) return verified.error();
-  if (!verified.value().valid()) return verified.value().reason;
-  state->verification = std::move(verified).value();
+  if (state->is_detached) {
+    // 1-2. Detached: the bundle's ranges cover the whole file.
+    Placed placed;
+    core::Status checked = VerifyDetachedUpFront(fd, state->file.size, options, &placed,
+                                                 &state->verification, &state->detached);
+    state->region = placed.region;  // unmapped by ~State, even on failure
+    state->region_bytes = placed.region_bytes;
+    state->data = placed.data;
+    if (!checked.ok()) return checked.error();
+  } else {
+    // 1. The header signature (all modes); eager also hashes every tensor
+    //    from this fd here (VerifyFd: parallel pread + SHA-256).
+    core::Result<VerifyResult> verified =
+        options.mode == LoadMode::kEager
+            ? VerifyFd(fd, state->file.size, trusted, options.verify)
+            : internal::VerifyHeader(fd, state->file.size, trusted, options.verify,
+                                     &state->digests);
+    if (!verified.ok()) return verified.error();
+    if (!verified.value().valid()) return verified.value().reason;
+    state->verification = std::move(verified).value();
+  }
   const core::Safetensors& st = state->st();
 
-  // 2. Copy mode: read + hash into private memory, then seal it read-only.
-  if (options.mode == LoadMode::kCopy && st.data_bytes() > 0) {
+  // 2. Copy mode: read + hash into private memory, then seal it read-only
+  //    (unless the caller asked for writable tensors).
+  if (!state->is_detached && options.mode == LoadMode::kCopy && st.data_bytes() > 0) {
     const size_t bytes = static_cast<size_t>(st.data_bytes());
     void* buffer = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buffer == MAP_FAILED) return ErrnoError(Code::kIoRead, "cannot allocate the copy");
@@ -268,7 +433,7 @@ core::Result<VerifiedModel> OpenVerified(const std::string& path,
     core::Status copied =
         ReadAndHashInto(fd, st, static_cast<uint8_t*>(buffer), state->digests, state->hash);
     if (!copied.ok()) return copied.error();
-    if (::mprotect(buffer, bytes, PROT_READ) != 0) {
+    if (!options.writable && ::mprotect(buffer, bytes, PROT_READ) != 0) {
       return ErrnoError(Code::kIoRead, "cannot make the copy read-only");
     }
     state->data = static_cast<const uint8_t*>(buffer);
@@ -277,10 +442,13 @@ core::Result<VerifiedModel> OpenVerified(const std::string& path,
   if (options.before_map_for_testing) options.before_map_for_testing(path);
 
   // 3. Eager and lazy: map the very fd that was verified (never the path).
+  //    Writable: a private copy-on-write mapping, so writes stay in memory.
   if (options.mode != LoadMode::kCopy) {
     const size_t bytes = static_cast<size_t>(state->file.size);
-    const int flags = options.sharing == MapSharing::kPrivate ? MAP_PRIVATE : MAP_SHARED;
-    void* map = ::mmap(nullptr, bytes, PROT_READ, flags, fd, 0);
+    const int prot = options.writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    const int flags =
+        options.writable || options.sharing == MapSharing::kPrivate ? MAP_PRIVATE : MAP_SHARED;
+    void* map = ::mmap(nullptr, bytes, prot, flags, fd, 0);
     if (map == MAP_FAILED) return ErrnoError(Code::kIoRead, "cannot map the file");
     state->region = map;
     state->region_bytes = bytes;

@@ -428,3 +428,140 @@ TEST_CASE("loader: a file with no tensors loads (nothing to map but the header)"
     CHECK(m.value().CheckAll().ok());
   }
 }
+
+TEST_CASE("loader: writable views can be written in every mode, the file is unchanged",
+          "[signer][loader]") {
+  Fixture f;
+  for (LoadMode mode : kAllModes) {
+    CAPTURE(signer::LoadModeName(mode));
+    auto o = Fixture::Options(mode);
+    o.writable = true;
+    auto m = signer::OpenVerified(f.path, f.trusted, o);
+    REQUIRE(m.ok());
+    ExpectViewsEqual(m.value(), f.signed_bytes);
+    auto v = m.value().Tensor(std::string_view("embed.weight"));
+    REQUIRE(v.ok());
+    // Would fault on a PROT_READ mapping or a sealed copy.
+    auto* bytes = const_cast<uint8_t*>(v.value().bytes.data());
+    std::memset(bytes, 0xAB, v.value().bytes.size());
+    CHECK(m.value().Tensor(std::string_view("embed.weight")).value().bytes[17] == 0xAB);
+    CHECK(ReadBytes(f.path) == f.signed_bytes);
+  }
+}
+
+namespace {
+
+// WholeFile is the detached expectation of a file signed whole: one range
+// [0, size) with the SHA-256 of `bytes`.
+std::vector<signer::SignedRange> WholeFile(const Bytes& bytes) {
+  return {signer::SignedRange{core::ByteRange{0, bytes.size()}, core::Sha256(bytes)}};
+}
+
+// Shards is the expectation of `bytes` cut in `piece`-byte ranges.
+std::vector<signer::SignedRange> Shards(const Bytes& bytes, size_t piece) {
+  std::vector<signer::SignedRange> out;
+  for (size_t at = 0; at < bytes.size(); at += piece) {
+    const size_t n = std::min(piece, bytes.size() - at);
+    out.push_back({core::ByteRange{at, n},
+                   core::Sha256(std::span<const uint8_t>(bytes.data() + at, n))});
+  }
+  return out;
+}
+
+core::Result<signer::VerifiedModel> OpenDetached(const Fixture& f, LoadMode mode,
+                                                 std::vector<signer::SignedRange> ranges) {
+  auto o = Fixture::Options(mode);
+  o.detached = std::move(ranges);
+  return signer::OpenVerified(f.path, {}, o);  // no key: the ranges are the trust
+}
+
+}  // namespace
+
+TEST_CASE("loader: detached whole-file and shard ranges load in every mode", "[signer][loader]") {
+  Fixture f;
+  for (size_t piece : {size_t{0}, size_t{1000}, size_t{4096}}) {
+    for (LoadMode mode : kAllModes) {
+      CAPTURE(piece, signer::LoadModeName(mode));
+      auto m = OpenDetached(f, mode, piece == 0 ? WholeFile(f.signed_bytes)
+                                                : Shards(f.signed_bytes, piece));
+      REQUIRE(m.ok());
+      CHECK(m.value().verification().valid());
+      ExpectViewsEqual(m.value(), f.signed_bytes);
+      CHECK(m.value().CheckAll().ok());
+    }
+  }
+}
+
+TEST_CASE("loader: detached, a changed byte anywhere fails eager and copy at open",
+          "[signer][loader]") {
+  Fixture f;
+  const Bytes good = f.signed_bytes;
+  // A data byte, and the header's last byte (no tensor covers it; a
+  // changed header is reported as changed bytes, before any parse).
+  for (size_t offset : {f.DataOffset("pos.ids") + 2, size_t{8} + HeaderLen(good) - 1}) {
+    Bytes bad = good;
+    bad[offset] ^= 1;
+    WriteBytes(f.path, bad);
+    for (LoadMode mode : {LoadMode::kEager, LoadMode::kCopy}) {
+      CAPTURE(offset, signer::LoadModeName(mode));
+      ExpectError(OpenDetached(f, mode, WholeFile(good)), core::Code::kSigTensorMismatch,
+                  "bundle's digest");
+      auto shards = OpenDetached(f, mode, Shards(good, 1000));
+      ExpectError(shards, core::Code::kSigTensorMismatch, "bundle's digest");
+      CHECK(shards.error().offset == offset / 1000 * 1000);
+    }
+  }
+}
+
+TEST_CASE("loader: detached lazy fails on the first access to any tensor, every time",
+          "[signer][loader]") {
+  Fixture f;
+  const Bytes good = f.signed_bytes;
+  Bytes bad = good;
+  bad[f.DataOffset("head.weight") + 5] ^= 0x10;
+  WriteBytes(f.path, bad);
+  auto m = OpenDetached(f, LoadMode::kLazy, WholeFile(good));
+  REQUIRE(m.ok());  // the header parsed; nothing hashed yet
+  for (int round = 0; round < 2; ++round) {
+    for (const char* name : {"scale", "embed.weight", "empty"}) {
+      auto v = m.value().Tensor(std::string_view(name));
+      REQUIRE_FALSE(v.ok());
+      CHECK(v.error().code == core::Code::kSigTensorMismatch);
+    }
+    CHECK(m.value().CheckAll().error().code == core::Code::kSigTensorMismatch);
+  }
+}
+
+TEST_CASE("loader: detached ranges must tile the whole file", "[signer][loader]") {
+  Fixture f;
+  const Bytes& good = f.signed_bytes;
+  auto short_by_one = WholeFile(good);
+  short_by_one[0].range.size_bytes -= 1;
+  auto gap = Shards(good, 1000);
+  gap.erase(gap.begin() + 1);
+  auto past_end = WholeFile(good);
+  past_end[0].range.size_bytes += 1;
+  auto overflow = Shards(good, 1000);
+  overflow[1].range.size_bytes = UINT64_MAX;
+  for (auto* ranges : {&short_by_one, &gap, &past_end, &overflow}) {
+    for (LoadMode mode : kAllModes) {
+      ExpectError(OpenDetached(f, mode, *ranges), core::Code::kSigOptions, "detached ranges");
+    }
+  }
+  for (LoadMode mode : kAllModes) {
+    ExpectError(OpenDetached(f, mode, {}), core::Code::kSigOptions, "cover 0 bytes");
+  }
+}
+
+TEST_CASE("loader: OpenVerifiedFile loads from a descriptor the caller opened",
+          "[signer][loader]") {
+  Fixture f;
+  for (LoadMode mode : kAllModes) {
+    auto opened = core::OpenRegularFile(f.path, false);
+    REQUIRE(opened.ok());
+    auto m = signer::OpenVerifiedFile(std::move(opened).value(), f.path, f.trusted,
+                                      Fixture::Options(mode));
+    REQUIRE(m.ok());
+    ExpectViewsEqual(m.value(), f.signed_bytes);
+  }
+}

@@ -433,9 +433,36 @@ std::string_view LoadModeName(LoadMode mode);
 // who later mprotect the pages writable, which this API does not offer.
 enum class MapSharing : uint8_t { kShared, kPrivate };
 
+// SignedRange is a byte range of a file with the SHA-256 a detached bundle
+// (OMS, modelgate/detached.h) signed for it: files mode one range, the
+// whole file; shards mode the file's shards.
+struct SignedRange {
+  core::ByteRange range;
+  core::Sha256Digest digest{};
+};
+
 struct LoadOptions {
   LoadMode mode = LoadMode::kEager;
   MapSharing sharing = MapSharing::kShared;
+  // writable: eager and lazy map MAP_PRIVATE with PROT_READ|PROT_WRITE
+  // (copy-on-write: a write through a view changes the process's page, never
+  // the file, and does not fault), copy mode leaves its buffer writable;
+  // `sharing` is then ignored. For frameworks whose tensors are always
+  // writable (torch.frombuffer). Verification is unchanged, and so is what a
+  // page not yet written shows (the file's page cache, as above).
+  bool writable = false;
+  // detached: the file is verified against these ranges instead of STSIG
+  // records (the caller verified the bundle that gave them; `trusted` is not
+  // used). They must tile the whole file, [0, size) in order (kSigOptions
+  // otherwise): everything, header included, is covered. A mismatch is
+  // kSigTensorMismatch naming the range. Eager: the header parsed from the
+  // fd, every range hashed from it, then the map. Lazy: the header parsed,
+  // the file mapped; the first Tensor() of any tensor (or CheckAll) hashes
+  // every range, once for the file (other callers wait), re-checking the
+  // identity around it; a failure is returned by that and every later
+  // access. Copy: the whole file is pread into private memory and hashed
+  // from there, and the header parsed from that copy.
+  std::optional<std::vector<SignedRange>> detached;
   // limits, hash threads/buffer, follow_symlink (default false: a symlink is
   // refused with kIoNotRegular).
   VerifyOptions verify;
@@ -490,9 +517,10 @@ class VerifiedModel {
  private:
   struct State;
   explicit VerifiedModel(std::unique_ptr<State> state);
-  friend core::Result<VerifiedModel> OpenVerified(const std::string& path,
-                                                  std::span<const PublicKey> trusted,
-                                                  const LoadOptions& options);
+  friend core::Result<VerifiedModel> OpenVerifiedFile(core::OpenedFile file,
+                                                      const std::string& path,
+                                                      std::span<const PublicKey> trusted,
+                                                      const LoadOptions& options);
   std::unique_ptr<State> state_;
 };
 
@@ -503,6 +531,13 @@ class VerifiedModel {
 core::Result<VerifiedModel> OpenVerified(const std::string& path,
                                          std::span<const PublicKey> trusted,
                                          const LoadOptions& options = {});
+// OpenVerifiedFile is OpenVerified on a file the caller already opened
+// (core::OpenRegularFile; `file` is consumed): the caller can read its size
+// first (a detached bundle's ranges depend on it) without opening the path
+// twice. `path` names it in before_map_for_testing.
+core::Result<VerifiedModel> OpenVerifiedFile(core::OpenedFile file, const std::string& path,
+                                             std::span<const PublicKey> trusted,
+                                             const LoadOptions& options = {});
 
 // --- end verified loader ---
 
