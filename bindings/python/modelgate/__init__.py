@@ -338,7 +338,8 @@ def _to_numpy(info, buf, host_order, writable=False):
     else:
         data = memoryview(buf).toreadonly()
     array = np.frombuffer(data, dtype=dtype)
-    if host_order != "little" and dtype.byteorder == "<":
+    # byteorder is "|" for one-byte types; "=" for "<" ones on a little-endian host.
+    if host_order != "little" and dtype.byteorder != "|":
         # newbyteorder(">") is native order on the big-endian host this
         # path is for ('=' would be little-endian where it is tested).
         array = array.astype(dtype.newbyteorder(">"))
