@@ -79,6 +79,7 @@ public final class ModelGateTest {
     run("sign", "-q", "--key", work.resolve("trusted.key").toString(), "-o", signed.toString(),
         unsigned.toString());
 
+    section("the libraries loaded", ModelGateTest::librariesLoaded);
     section("byte order of the header length", () -> headerLength(unsigned, unsignedHeaderLength));
     section("version", () -> check("0.1.0".equals(ModelGate.version()), "version " + ModelGate.version()));
     for (Mode mode : Mode.values()) {
@@ -496,6 +497,20 @@ public final class ModelGateTest {
       }
     } finally {
       pool.shutdownNow();
+    }
+  }
+
+  /**
+   * librariesLoaded checks the files in system property modelgate.test.expect (comma-separated)
+   * are mapped into this process: the test ran against the libraries it was meant to (the build
+   * tree's, or an installed prefix's found without any property).
+   */
+  private static void librariesLoaded() throws IOException {
+    ModelGate.version();
+    String expect = System.getProperty("modelgate.test.expect", "");
+    check(!expect.isEmpty(), "-Dmodelgate.test.expect names the libraries to be loaded");
+    for (String lib : expect.split(",")) {
+      check(mapped(Path.of(lib)), "loaded " + Path.of(lib).toRealPath());
     }
   }
 
