@@ -250,10 +250,35 @@ public final class ModelGateTest {
           "verificationJson " + json);
       m.checkAll();
     }
+    writable(file, key, mode);
+  }
+
+  /**
+   * writable: withWritable(true) memory takes a write through the buffer's address, as a native
+   * consumer (DJL's PyTorch engine) would make, without faulting and without changing the file.
+   * Without it the memory is read-only and the same write would kill the JVM (SIGSEGV), which a
+   * test cannot show. The address and the write go through reflection (--add-opens
+   * java.base/java.nio), as a native library would get them through JNI.
+   */
+  private static void writable(Path file, PublicKey key, Mode mode) throws Exception {
+    byte[] before = Files.readAllBytes(file);
     Options writable = Options.defaults().withMode(mode).withWritable(true);
     try (VerifiedModel m = ModelGate.openVerified(file, List.of(key), writable)) {
       ByteBuffer b = m.tensor("weight").data();
       check(b.isReadOnly() && b.getFloat(0) == 0.5f, "writable: read-only buffer, same bytes");
+      java.lang.reflect.Field address = java.nio.Buffer.class.getDeclaredField("address");
+      address.setAccessible(true);
+      Class<?> unsafeClass = Class.forName("sun.misc.Unsafe");
+      java.lang.reflect.Field theUnsafe = unsafeClass.getDeclaredField("theUnsafe");
+      theUnsafe.setAccessible(true);
+      unsafeClass.getMethod("putFloat", long.class, float.class)
+          .invoke(theUnsafe.get(null), address.getLong(b), 42.0f);
+      check(b.getFloat(0) == 42.0f, "writable: the write is seen through the buffer");
+      check(m.tensor("weight").data().getFloat(0) == 42.0f, "writable: and by the model");
+    }
+    check(java.util.Arrays.equals(Files.readAllBytes(file), before), "writable: file unchanged");
+    try (VerifiedModel m = ModelGate.openVerified(file, List.of(key), Options.defaults())) {
+      check(m.tensor("weight").data().getFloat(0) == 0.5f, "writable: the file still verifies");
     }
   }
 

@@ -194,13 +194,13 @@ public final class ModelGate {
       Path path, List<? extends PublicKey> trustedKeys, Options options)
       throws ModelGateException {
     Objects.requireNonNull(path, "path");
-    Objects.requireNonNull(trustedKeys, "trustedKeys");
     Objects.requireNonNull(options, "options");
-    byte[][] pems = new byte[trustedKeys.size()][];
-    byte[][] names = new byte[trustedKeys.size()][];
+    // A snapshot: the list cannot change under the loop (List.copyOf also refuses a null key).
+    List<? extends PublicKey> keys = List.copyOf(Objects.requireNonNull(trustedKeys, "trustedKeys"));
+    byte[][] pems = new byte[keys.size()][];
+    byte[][] names = new byte[keys.size()][];
     int i = 0;
-    for (PublicKey key : trustedKeys) {
-      Objects.requireNonNull(key, "trustedKeys[" + i + "]");
+    for (PublicKey key : keys) {
       pems[i] = pem(key, i);
       names[i] = cString("key " + i + " (" + key.getAlgorithm() + ")", StandardCharsets.UTF_8);
       i++;

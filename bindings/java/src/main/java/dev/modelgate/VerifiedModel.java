@@ -78,15 +78,13 @@ public final class VerifiedModel implements AutoCloseable {
 
   /** mode is the mode the model was opened in. */
   public ModelGate.Mode mode() {
-    handle.acquire();
-    handle.release();
+    checkOpen();
     return mode;
   }
 
   /** tensorNames lists every tensor across the files, ordered bytewise by UTF-8 name. */
   public List<String> tensorNames() {
-    handle.acquire();
-    handle.release();
+    checkOpen();
     return names;
   }
 
