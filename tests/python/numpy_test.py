@@ -284,12 +284,50 @@ def dtypes_numpy_lacks_raise_unsupported_dtype_error(d):
             e = raises(modelgate.UnsupportedDtypeError, lambda: f.get_tensor(name), name)
             eq(isinstance(e, TypeError), True, "UnsupportedDtypeError is a TypeError")
             eq(isinstance(e, modelgate.Error), True, "and a modelgate.Error")
-            eq((e.dtype, e.tensor, e.status), (dtype, name, modelgate.Status.UNSUPPORTED), name)
+            eq((e.dtype, e.tensor, e.status, e.file), (dtype, name, modelgate.Status.UNSUPPORTED,
+                                                        path), name)
             eq(dtype in str(e) and "numpy" in str(e), True, f"names dtype and framework: {e}")
             raises(modelgate.UnsupportedDtypeError, lambda: f.get_slice(name)[0], name + " slice")
         eq(f.get_tensor("ok").tolist(), [1.0], "the file's other tensors load")
     raises(modelgate.UnsupportedDtypeError,
            lambda: modelgate.numpy.load_file(path, keys=[key + ".pub"]), "load_file")
+
+
+@test
+def non_ascii_names_round_trip_and_a_nul_is_never_cut_short(d):
+    key = keygen(d)
+    names = ["a", "ab", "caf\u00e9", "\U0001f600.weight"]
+    path = st_reference.write(os.path.join(d, "m.safetensors"),
+                              {n: np.array([i], dtype="<i4") for i, n in enumerate(names)})
+    sign(key, path)
+    with modelgate.safe_open(path, keys=[key + ".pub"]) as f:
+        eq(f.keys(), sorted(names, key=lambda n: n.encode()), "keys(), bytewise")
+        for i, n in enumerate(names):
+            eq(f.get_tensor(n).tolist(), [i], f"get_tensor({n!r})")
+        # The name goes over with its length: "a\0b" is not "a".
+        e = raises(modelgate.Error, lambda: f.get_tensor("a\u0000b"), "a name with a NUL")
+        eq(e.finding_id, "MG-API-NO-TENSOR", "no tensor a\\0b")
+
+
+@test
+def lazy_first_access_from_many_threads_hands_out_one_view(d):
+    import threading
+    key, path = signed_every_dtype(d)
+    with modelgate.safe_open(path, keys=[key + ".pub"], mode="lazy") as f:
+        got, errors = [], []
+
+        def load():
+            try:
+                got.append(f.get_tensor("f64").ctypes.data)
+            except Exception as e:  # collected: a thread's exception would be lost
+                errors.append(e)
+        threads = [threading.Thread(target=load) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        eq(errors, [], "no thread failed")
+        eq(len(set(got)), 1, "every thread got the same memory")
 
 
 def swapped(raw, unit):

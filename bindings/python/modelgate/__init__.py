@@ -474,11 +474,17 @@ class safe_open:
         model = self._open_model()
         # The dtype is judged first: a tensor that cannot be represented is
         # refused without hashing it.
+        try:
+            if self._framework == "pt":
+                _torch_dtype(info)
+            else:
+                _numpy_dtype(info)
+        except UnsupportedDtypeError as e:
+            e.file = model.files[info.file_index]
+            raise
         if self._framework == "pt":
-            _torch_dtype(info)
             t = _to_torch(info, model.buffer(info), host_order)
             return t if self._device.type == "cpu" else t.to(self._device)
-        _numpy_dtype(info)
         return _to_numpy(info, model.buffer(info), host_order, model.writable)
 
     def get_slice(self, name):
