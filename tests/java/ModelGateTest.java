@@ -51,6 +51,7 @@ public final class ModelGateTest {
   private static final float[] WEIGHT = {0.5f, 1.5f, -2.25f, 3.0e38f, Float.MIN_VALUE, -0.0f};
   private static final long[] IDS = {-1L, (1L << 40) + 3, Long.MIN_VALUE, 0x0102030405060708L};
   private static final byte[] BYTES = {1, 2, (byte) 255};
+  private static final byte[] BF16 = {(byte) 0x80, 0x3f, 0x00, (byte) 0xc0}; // 1.0, -2.0
   private static final String UNICODE_NAME = "emb.\u00e9\u2603"; // "emb.é☃"
   private static final String NOTE = "h\u00e9llo \u2603 \ud83d\ude00"; // a 4-byte UTF-8 character
 
@@ -81,7 +82,8 @@ public final class ModelGateTest {
 
     section("the libraries loaded", ModelGateTest::librariesLoaded);
     section("byte order of the header length", () -> headerLength(unsigned, unsignedHeaderLength));
-    section("version", () -> check("0.1.0".equals(ModelGate.version()), "version " + ModelGate.version()));
+    section("version",
+        () -> check("0.1.0".equals(ModelGate.version()), "version " + ModelGate.version()));
     for (Mode mode : Mode.values()) {
       section("signed model, " + mode, () -> signedModel(signed, trusted, mode));
     }
@@ -117,6 +119,7 @@ public final class ModelGateTest {
     tensors.add(new Object[] {"ids", "I64", "[4]", ids.array()});
     tensors.add(new Object[] {"empty", "F32", "[0]", new byte[0]});
     tensors.add(new Object[] {UNICODE_NAME, "U8", "[3]", BYTES});
+    tensors.add(new Object[] {"bf16", "BF16", "[2]", BF16});
     Map<String, String> metadata = Map.of("format", "pt", "note", NOTE);
     return writeSafetensors(path, tensors, metadata);
   }
@@ -126,7 +129,8 @@ public final class ModelGateTest {
     StringBuilder json = new StringBuilder("{\"__metadata__\":{");
     String sep = "";
     for (Map.Entry<String, String> e : meta.entrySet()) {
-      json.append(sep).append('"').append(e.getKey()).append("\":\"").append(e.getValue()).append('"');
+      json.append(sep).append('"').append(e.getKey()).append("\":\"").append(e.getValue())
+          .append('"');
       sep = ",";
     }
     json.append('}');
@@ -195,7 +199,7 @@ public final class ModelGateTest {
       check(m.mode() == mode, "mode " + m.mode());
       check(m.fileCount() == 1, "fileCount " + m.fileCount());
       check(m.filePath(0).getFileName().equals(file.getFileName()), "filePath " + m.filePath(0));
-      check(m.tensorNames().equals(List.of(UNICODE_NAME, "empty", "ids", "weight")),
+      check(m.tensorNames().equals(List.of("bf16", UNICODE_NAME, "empty", "ids", "weight")),
           "tensorNames in bytewise order: " + m.tensorNames());
 
       Tensor w = m.tensor("weight");
@@ -239,6 +243,14 @@ public final class ModelGateTest {
       check(u.name().equals(UNICODE_NAME) && u.dtype().equals("U8") && u.dtypeBits() == 8
           && java.util.Arrays.equals(got, BYTES), "non-ASCII name and U8 bytes");
 
+      Tensor bf = m.tensor("bf16");
+      ByteBuffer bb = bf.data();
+      check(bf.dtype().equals("BF16") && bf.dtypeBits() == 16 && bf.byteLength() == 4,
+          "BF16 " + bf);
+      check(Float.intBitsToFloat((bb.getShort(0) & 0xffff) << 16) == 1.0f
+          && Float.intBitsToFloat((bb.getShort(2) & 0xffff) << 16) == -2.0f, "BF16 values");
+      // The name crosses with its length: a C string would stop at the NUL and find "weight".
+      expectMg("MG-API-NO-TENSOR", () -> m.tensor("weight\0x"), "\"weight\\0x\" is not \"weight\"");
       Map<String, String> meta = m.metadata();
       check(meta.equals(Map.of("format", "pt", "note", NOTE)), "metadata " + meta);
       check(List.copyOf(meta.keySet()).equals(List.of("format", "note")), "metadata order");
@@ -246,7 +258,8 @@ public final class ModelGateTest {
       ModelGateException e = expectMg("MG-API-NO-TENSOR", () -> m.tensor("absent"), "no tensor");
       check(e == null || e.status() == ModelGateException.Status.ARGUMENT, "no tensor: ARGUMENT");
       String json = m.verificationJson();
-      check(json.contains("\"embedded\"") && json.contains("\"" + mode.name().toLowerCase(java.util.Locale.ROOT) + "\""),
+      String modeName = mode.name().toLowerCase(java.util.Locale.ROOT);
+      check(json.contains("\"embedded\"") && json.contains("\"" + modeName + "\""),
           "verificationJson " + json);
       m.checkAll();
     }
@@ -297,7 +310,8 @@ public final class ModelGateTest {
       if (e != null) {
         check(e.status() == ModelGateException.Status.VERIFY, "status " + e.status());
         check(e.file().endsWith("tampered.safetensors"), "file " + e.file());
-        check(e.offset() == dataStart, "offset " + e.offset() + ", the data starts at " + dataStart);
+        check(e.offset() == dataStart,
+            "offset " + e.offset() + ", the data starts at " + dataStart);
         check(e.getMessage().contains("weight"), "message names the tensor: " + e.getMessage());
         check(e.toString().contains("MG-SIG-TENSOR-MISMATCH"), "toString " + e);
       }
@@ -319,7 +333,8 @@ public final class ModelGateTest {
     try (VerifiedModel m = ModelGate.openVerified(signed, List.of(other, trusted))) {
       check(m.tensor("weight").data().getFloat(0) == 0.5f, "one trusted key among two");
     }
-    expectMg("MG-SIG-MISSING", () -> ModelGate.openVerified(unsigned, List.of(trusted)), "unsigned");
+    expectMg("MG-SIG-MISSING", () -> ModelGate.openVerified(unsigned, List.of(trusted)),
+        "unsigned");
     e = expectThrows(ModelGateException.class,
         () -> ModelGate.openVerified(signed, List.of()), "no key");
     check(e == null || e.status() == ModelGateException.Status.KEY, "no key: KEY " + e);
@@ -352,7 +367,8 @@ public final class ModelGateTest {
   private static void detached(PublicKey ec, PublicKey ed25519) throws Exception {
     Path dir = work.resolve("detached");
     Files.createDirectories(dir);
-    ByteBuffer a = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putFloat(0.25f).putFloat(-8f);
+    ByteBuffer a =
+        ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putFloat(0.25f).putFloat(-8f);
     writeSafetensors(dir.resolve("a.safetensors"),
         List.<Object[]>of(new Object[] {"a.w", "F32", "[2]", a.array()}), Map.of("format", "pt"));
     ByteBuffer b = ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(42).putLong(-42);
@@ -560,7 +576,8 @@ public final class ModelGateTest {
     Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
     String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     if (p.waitFor() != 0) {
-      throw new IllegalStateException(String.join(" ", cmd) + ": exit " + p.exitValue() + "\n" + out);
+      throw new IllegalStateException(
+          String.join(" ", cmd) + ": exit " + p.exitValue() + "\n" + out);
     }
   }
 

@@ -25,7 +25,8 @@ endforeach()
 # LD_LIBRARY_PATH and java.library.path are cleared: only the installed
 # layout can lead to the libraries.
 execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
-                        ${JAVA} -Xcheck:jni --add-opens java.base/java.nio=ALL-UNNAMED -Djava.library.path=/nonexistent
+                        ${JAVA} -Xcheck:jni --add-opens java.base/java.nio=ALL-UNNAMED
+                        -Djava.library.path=/nonexistent
                         -Dmodelgate.test.expect=${jni},${lib}
                         -cp ${jar}:${TEST_JAR} ModelGateTest ${MODELGATE} ${WORK}
                 RESULT_VARIABLE rc)

@@ -111,12 +111,14 @@ public final class ModelGate {
 
     /** withMode sets the mode. */
     public Options withMode(Mode m) {
-      return new Options(Objects.requireNonNull(m, "mode"), signature, bundle, writable, hashThreads);
+      Objects.requireNonNull(m, "mode");
+      return new Options(m, signature, bundle, writable, hashThreads);
     }
 
     /** withSignature sets which signatures to use. */
     public Options withSignature(Signature s) {
-      return new Options(mode, Objects.requireNonNull(s, "signature"), bundle, writable, hashThreads);
+      Objects.requireNonNull(s, "signature");
+      return new Options(mode, s, bundle, writable, hashThreads);
     }
 
     /**
@@ -196,7 +198,8 @@ public final class ModelGate {
     Objects.requireNonNull(path, "path");
     Objects.requireNonNull(options, "options");
     // A snapshot: the list cannot change under the loop (List.copyOf also refuses a null key).
-    List<? extends PublicKey> keys = List.copyOf(Objects.requireNonNull(trustedKeys, "trustedKeys"));
+    Objects.requireNonNull(trustedKeys, "trustedKeys");
+    List<? extends PublicKey> keys = List.copyOf(trustedKeys);
     byte[][] pems = new byte[keys.size()][];
     byte[][] names = new byte[keys.size()][];
     int i = 0;

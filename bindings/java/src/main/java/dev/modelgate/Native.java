@@ -100,7 +100,10 @@ final class Native {
 
   static native long tensorCount(long model);
 
-  /** tensorInfo is {byte[] name, byte[] dtype, long[] shape, long[] {byteLength, fileIndex, dtypeBits}}. */
+  /**
+   * tensorInfo is {byte[] name, byte[] dtype, long[] shape, long[] {byteLength, fileIndex,
+   * dtypeBits}}.
+   */
   static native Object[] tensorInfo(long model, long index) throws ModelGateException;
 
   static native long find(long model, byte[] name) throws ModelGateException;
