@@ -330,6 +330,33 @@ def lazy_first_access_from_many_threads_hands_out_one_view(d):
         eq(len(set(got)), 1, "every thread got the same memory")
 
 
+@test
+def loading_many_tensor_lengths_leaves_nothing_behind(d):
+    # Nothing per tensor survives the arrays: a ctypes array type per
+    # length (which ctypes caches forever) retained ~1 KiB for each.
+    import tracemalloc
+    key = keygen(d)
+    count = 3000
+    path = st_reference.write(os.path.join(d, "m.safetensors"),
+                              {f"t{n:05d}": np.zeros(n, dtype="|u1") for n in range(1, count + 1)})
+    sign(key, path)
+    warm = st_reference.write(os.path.join(d, "warm.safetensors"), {"w": np.zeros(1, "|u1")})
+    sign(key, warm)
+    modelgate.numpy.load_file(warm, keys=[key + ".pub"])  # lazy imports, first-call caches
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(2):
+        arrays = modelgate.numpy.load_file(path, keys=[key + ".pub"])
+        eq(len(arrays), count, "tensors")
+        del arrays
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    print(f"  {count} tensor lengths loaded twice: {kept} bytes kept")
+    eq(kept < 64 * 1024, True, f"{count} lengths loaded twice kept {kept} bytes")
+
+
 def swapped(raw, unit):
     return np.frombuffer(raw, dtype=np.uint8).reshape(-1, unit)[:, ::-1].tobytes()
 

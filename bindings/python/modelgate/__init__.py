@@ -193,6 +193,20 @@ _SIGNATURES = {"any": SignatureKind.ANY, "embedded": SignatureKind.EMBEDDED,
                "detached": SignatureKind.DETACHED}
 
 
+class _View:
+    """_View is `length` bytes at `address` of a model's memory, as numpy's
+    array interface (so numpy.asarray makes a uint8 array over them without a
+    copy, whose .base is this view) holding the _Model, so the memory stays
+    mapped while any array made from it lives. (A ctypes array would do too,
+    but ctypes keeps every array type it makes: one per tensor length.)"""
+    __slots__ = ("__array_interface__", "_mg_model")
+
+    def __init__(self, model, address, length):
+        self._mg_model = model
+        self.__array_interface__ = {"data": (address, not model.writable), "shape": (length,),
+                                    "typestr": "|u1", "version": 3}
+
+
 class _Model:
     """_Model owns one mg_model. Every buffer handed out holds a reference
     to it (buffer._mg_model), so the mapping lives as long as any array or
@@ -242,9 +256,9 @@ class _Model:
         return self.tensors[index.value]
 
     def buffer(self, info):
-        """buffer is the tensor's verified bytes as a ctypes array over the
-        model's memory (no copy), or None when it has none. Lazy mode hashes
-        the tensor here and raises VerificationError on a mismatch."""
+        """buffer is the tensor's verified bytes as a _View of the model's
+        memory (no copy), or None when it has none. Lazy mode hashes the
+        tensor here and raises VerificationError on a mismatch."""
         data = ctypes.c_void_p()
         length = ctypes.c_uint64()
         err = _capi.mg_error()
@@ -255,9 +269,7 @@ class _Model:
                         f"header says {info.byte_length}", Status.INTERNAL)
         if length.value == 0:
             return None
-        buf = (ctypes.c_ubyte * length.value).from_address(data.value)
-        buf._mg_model = self
-        return buf
+        return _View(self, data.value, length.value)
 
     def check_all(self):
         err = _capi.mg_error()
@@ -306,10 +318,10 @@ def _swap_unit(info):
     return _SWAP_BYTES.get(info.dtype, max(info.dtype_bits // 8, 1))
 
 
-def _swapped_bytes(buf, unit):
-    """_swapped_bytes is a copy of `buf` with every `unit`-byte word reversed."""
+def _swapped_bytes(view, unit):
+    """_swapped_bytes is a copy of `view`'s bytes with every `unit`-byte word reversed."""
     import numpy as np
-    words = np.frombuffer(buf, dtype=np.uint8).reshape(-1, unit)
+    words = np.asarray(view).reshape(-1, unit)
     return bytearray(words[:, ::-1].tobytes())
 
 
@@ -325,25 +337,24 @@ def _numpy_dtype(info):
     return np.dtype(spec)
 
 
-def _to_numpy(info, buf, host_order, writable=False):
-    """_to_numpy is the tensor as a numpy array over `buf` (no copy), in the
+def _to_numpy(info, view, host_order):
+    """_to_numpy is the tensor as a numpy array over `view` (no copy), in the
     file's little-endian dtype; on a big-endian host (host_order "big") a
-    copy in the host's order, so arithmetic runs at native speed."""
+    copy in the host's order, so arithmetic runs at native speed. The array
+    is read-only unless the model was opened writable."""
     import numpy as np
     dtype = _numpy_dtype(info)
-    if buf is None:
-        data = b""
-    elif writable:
-        data = buf
+    if view is None:
+        array = np.frombuffer(b"", dtype=dtype)
     else:
-        data = memoryview(buf).toreadonly()
-    array = np.frombuffer(data, dtype=dtype)
+        array = np.asarray(view).view(dtype)
     # byteorder is "|" for one-byte types; "=" for "<" ones on a little-endian host.
     if host_order != "little" and dtype.byteorder != "|":
         # newbyteorder(">") is native order on the big-endian host this
         # path is for ('=' would be little-endian where it is tested).
+        writeable = array.flags.writeable
         array = array.astype(dtype.newbyteorder(">"))
-        array.flags.writeable = writable
+        array.flags.writeable = writeable
     return array.reshape(info.shape)
 
 
@@ -359,18 +370,22 @@ def _torch_dtype(info):
     return dtype
 
 
-def _to_torch(info, buf, host_order):
-    """_to_torch is the tensor as a torch tensor over `buf` (no copy;
-    torch.frombuffer needs writable memory, which the model's copy-on-write
-    mapping is); on a big-endian host a byte-swapped copy."""
+def _to_torch(info, view, host_order):
+    """_to_torch is the tensor as a torch tensor over `view` (no copy: torch
+    tensors are writable, so the model's memory must be, which its
+    copy-on-write mapping is); on a big-endian host a byte-swapped copy."""
+    import numpy as np
     import torch
     dtype = _torch_dtype(info)
-    if buf is None:
+    if view is None:
         return torch.empty(info.shape, dtype=dtype)
     unit = _swap_unit(info)
     if host_order != "little" and unit > 1:
-        buf = _swapped_bytes(buf, unit)
-    return torch.frombuffer(buf, dtype=dtype).view(info.shape)
+        raw = torch.frombuffer(_swapped_bytes(view, unit), dtype=torch.uint8)
+    else:
+        # from_numpy keeps the array, and through it the view and the model.
+        raw = torch.from_numpy(np.asarray(view))
+    return raw.view(dtype).view(info.shape)
 
 
 _FRAMEWORKS = {"np": "np", "numpy": "np", "pt": "pt", "torch": "pt", "pytorch": "pt"}
@@ -485,7 +500,7 @@ class safe_open:
         if self._framework == "pt":
             t = _to_torch(info, model.buffer(info), host_order)
             return t if self._device.type == "cpu" else t.to(self._device)
-        return _to_numpy(info, model.buffer(info), host_order, model.writable)
+        return _to_numpy(info, model.buffer(info), host_order)
 
     def get_slice(self, name):
         """get_slice(name)[...] indexes the verified tensor numpy-style;
