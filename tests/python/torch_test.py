@@ -121,7 +121,7 @@ def tensors_are_zero_copy_and_torch_gets_writable_memory(d):
     key, _, path = signed_state_dict(d)
     for mode in ("eager", "lazy"):
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # torch.frombuffer warns on a read-only buffer
+            warnings.simplefilter("error")  # torch warns on read-only memory
             with modelgate.safe_open(path, framework="pt", keys=[key + ".pub"], mode=mode) as f:
                 a, b = f.get_tensor("embed.weight"), f.get_tensor("embed.weight")
                 eq(mapping_of(a.data_ptr()), path, f"{mode}: memory is a mapping of the file")

@@ -14,8 +14,8 @@ one file descriptor, so the bytes verified are the bytes mapped.
     arrays = modelgate.numpy.load_file("models/llama/", keys=[pem_text])
     report = modelgate.scan("download/")   # dict; report.verdict 0 pass, 1 reject
 
-Tensors are zero-copy views of the verified memory (numpy.frombuffer,
-torch.frombuffer) and keep the model open for as long as they live. numpy
+Tensors are zero-copy views of the verified memory (numpy's array
+interface, torch.from_numpy) and keep the model open while they live. numpy
 arrays are read-only unless writable=True; torch tensors are writable, over
 a copy-on-write mapping: writing to one never changes the file.
 

@@ -2,7 +2,7 @@
 
 Every type and prototype here mirrors the header exactly; the layouts of
 mg_error, mg_open_options and mg_tensor_info are checked against a C
-compiler's offsetof by tests/python/capi_layout_test.py. Nothing here
+compiler's offsetof by tests/python/package_test.py. Nothing here
 interprets results: the rest of the package does.
 
 The library is found, in order, at $MODELGATE_LIBRARY (a full path), at the
