@@ -98,6 +98,24 @@ def cmake_install_records_where_the_library_went(d):
     eq(lines[2], "0.1.0 ['x'] [0.0, 1.0, 2.0]", "loads a signed file")
 
 
+@test
+def a_destdir_install_records_the_final_path_not_the_staging_one(d):
+    stage = os.path.join(d, "stage")
+    env = dict(os.environ, DESTDIR=stage)
+    code, out, err = run_text(["cmake", "--install", BUILD, "--prefix", "/opt/mg",
+                               "--component", "python3-modelgate"], env=env, timeout=120)
+    eq(code, 0, "cmake --install with DESTDIR\n" + out + err)
+    found = [os.path.join(root, f) for root, _, files in os.walk(stage) for f in files
+             if f == "_libpath.py"]
+    eq(len(found), 1, f"one _libpath.py under {stage}")
+    eq(found[0].startswith(os.path.join(stage, "opt", "mg") + os.sep), True, "staged under DESTDIR")
+    libpath = {}
+    with open(found[0]) as f:
+        exec(f.read(), libpath)
+    eq(libpath["LIBRARY"].startswith("/opt/mg/") and
+       libpath["LIBRARY"].endswith("/libmodelgate.so.0"), True, f"final path: {libpath['LIBRARY']}")
+
+
 LAYOUT = r"""
 #include <stddef.h>
 #include <stdio.h>
