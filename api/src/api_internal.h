@@ -20,6 +20,31 @@ struct mg_keyring {
   std::vector<modelgate::signer::PublicKey> keys;
 };
 
+// mg_model is a verified model: one loader per file, its tensors across
+// the files ordered by name, and what verified it.
+struct mg_model {
+  struct File {
+    std::string path;
+    std::unique_ptr<modelgate::signer::VerifiedModel> model;
+    // Signed __metadata__ entries minus stsig.*, sorted bytewise by key.
+    std::vector<std::pair<std::string, std::string>> metadata;
+    std::optional<modelgate::core::Sha256Digest> sha256;  // the bundle's whole-file digest
+  };
+  struct Tensor {
+    std::string name;
+    std::string dtype;
+    uint32_t dtype_bits = 0;
+    const std::vector<uint64_t>* shape = nullptr;  // in the file's header
+    uint64_t byte_length = 0;
+    size_t file_index = 0;
+    size_t index_in_file = 0;  // data order, the loader's index
+  };
+  bool detached = false;
+  std::vector<File> files;
+  std::vector<Tensor> tensors;  // sorted bytewise by name
+  std::string verification_json;
+};
+
 namespace modelgate::api {
 
 // ApiError is an mg_error before it is copied into the caller's fixed
@@ -77,7 +102,11 @@ mg_status Guard(mg_error* err, Body&& body) noexcept {
   }
 }
 
-// Argument is the MG_ERR_ARGUMENT error for a bad `what`.
+// Argument is the MG_ERR_ARGUMENT error (MG-API-ARGUMENT) saying `message`.
 ApiError Argument(std::string message);
+
+// OpenModel is mg_open without the ABI wrapping (open.cc).
+std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& keys,
+                                    const mg_open_options& opts, ApiError* err);
 
 }  // namespace modelgate::api

@@ -349,9 +349,7 @@ core::Status VerifyDetachedUpFront(int fd, uint64_t size, const LoadOptions& opt
     *out = std::move(verification);
     return core::OkStatus();
   }
-  // Eager hashes before parsing: a changed header is changed bytes, not a
-  // parse error of a file nobody signed.
-  if (options.mode == LoadMode::kEager) {
+  auto hash_all = [&]() -> core::Status {
     std::vector<core::ByteRange> plain;
     plain.reserve(ranges.size());
     for (const SignedRange& r : ranges) plain.push_back(r.range);
@@ -360,11 +358,25 @@ core::Status VerifyDetachedUpFront(int fd, uint64_t size, const LoadOptions& opt
     for (size_t k = 0; k < ranges.size(); ++k) {
       if (hashed.value()[k] != ranges[k].digest) return RangeMismatch(ranges[k], hashed.value()[k]);
     }
+    return core::OkStatus();
+  };
+  // Eager hashes before parsing, and lazy hashes when the parse fails: a
+  // changed file is reported as changed bytes, not as a parse error of a
+  // file nobody signed.
+  if (options.mode == LoadMode::kEager) {
+    core::Status same = hash_all();
+    if (!same.ok()) return same;
   } else {
     *lazy_ranges = ranges;
   }
   auto st = core::ReadSafetensors(fd, size, options.verify.limits);
-  if (!st.ok()) return st.error();
+  if (!st.ok()) {
+    if (options.mode == LoadMode::kLazy) {
+      core::Status same = hash_all();
+      if (!same.ok()) return same;
+    }
+    return st.error();
+  }
   verification.file = std::move(st).value();
   *out = std::move(verification);
   return core::OkStatus();

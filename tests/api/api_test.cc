@@ -1,0 +1,851 @@
+// The C API through libmodelgate.so and modelgate.h only: every function,
+// every mode, an embedded-signed file, sharded sets (good, mixed, missing
+// shard), detached bundles (good, tampered in each mode, a file the bundle
+// does not cover, a bad bundle that must not fall back to embedded
+// signatures), NULL arguments, names holding NUL, metadata, writable views,
+// lazy failures that repeat, and mg_scan's report. Fixtures are signed at
+// test time with the built `modelgate` program (MG_MODELGATE_BIN).
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "modelgate.h"
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using json = nlohmann::json;
+
+constexpr mg_mode kAllModes[] = {MG_MODE_EAGER, MG_MODE_LAZY, MG_MODE_COPY};
+
+// AsEnum is the enum value a C caller gets by passing any int (C++ cannot
+// convert an out-of-range value directly).
+template <typename E>
+E AsEnum(int v) {
+  static_assert(sizeof(E) == sizeof(int));
+  E e;
+  std::memcpy(&e, &v, sizeof e);
+  return e;
+}
+
+const char* ModeName(mg_mode m) {
+  return m == MG_MODE_EAGER ? "eager" : m == MG_MODE_LAZY ? "lazy" : "copy";
+}
+
+void WriteFile(const std::string& path, const Bytes& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(f.good());
+}
+
+void WriteText(const std::string& path, const std::string& text) {
+  WriteFile(path, Bytes(text.begin(), text.end()));
+}
+
+Bytes ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE(f.good());
+  return Bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string ReadText(const std::string& path) {
+  Bytes b = ReadFile(path);
+  return std::string(b.begin(), b.end());
+}
+
+// Run runs the modelgate program with `args` (no shell metacharacters in
+// the temp paths used) and returns its exit status.
+int Run(const std::string& args) {
+  const std::string cmd = std::string(MG_MODELGATE_BIN) + " " + args + " >/dev/null 2>&1";
+  const int rc = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(rc));
+  return WEXITSTATUS(rc);
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char tmpl[] = "/tmp/mg-api-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    ::nftw(path.c_str(), [](const char* p, const struct stat*, int, FTW*) { return ::remove(p); },
+           16, FTW_DEPTH | FTW_PHYS);
+  }
+  std::string operator/(const std::string& rel) const { return path + "/" + rel; }
+};
+
+// Tensor is one tensor of a fixture; data is filled with a pattern.
+struct Tensor {
+  std::string name;  // raw bytes (may hold NUL)
+  std::string dtype;
+  std::vector<uint64_t> shape;
+  size_t bytes;
+  uint8_t seed;
+};
+
+std::string JsonString(const std::string& s) { return json(s).dump(); }
+
+// Safetensors writes a file from `tensors` (data in the given order) and
+// metadata.
+Bytes Safetensors(const std::vector<Tensor>& tensors,
+                  const std::vector<std::pair<std::string, std::string>>& metadata = {}) {
+  std::string h = "{";
+  Bytes data;
+  for (const Tensor& t : tensors) {
+    const size_t begin = data.size();
+    for (size_t i = 0; i < t.bytes; ++i) data.push_back(static_cast<uint8_t>(t.seed + i * 7));
+    if (h.size() > 1) h += ",";
+    h += JsonString(t.name) + ":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape.size(); ++i) h += (i ? "," : "") + std::to_string(t.shape[i]);
+    h += "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+  }
+  if (!metadata.empty()) {
+    h += std::string(h.size() > 1 ? "," : "") + "\"__metadata__\":{";
+    for (size_t i = 0; i < metadata.size(); ++i) {
+      h += (i ? "," : "") + JsonString(metadata[i].first) + ":" + JsonString(metadata[i].second);
+    }
+    h += "}";
+  }
+  h += "}";
+  while ((8 + h.size()) % 8 != 0) h += ' ';
+  Bytes out(8);
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>((uint64_t{h.size()} >> (8 * i)) & 0xff);
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
+// The expected bytes of a fixture tensor.
+Bytes Pattern(const Tensor& t) {
+  Bytes b;
+  for (size_t i = 0; i < t.bytes; ++i) b.push_back(static_cast<uint8_t>(t.seed + i * 7));
+  return b;
+}
+
+const std::vector<Tensor> kTensors = {
+    {"layer.1.weight", "F32", {8, 16}, 8 * 16 * 4, 1},
+    {"embed", "BF16", {32, 4}, 32 * 4 * 2, 2},
+    {"bias", "F16", {16}, 32, 3},
+    {"scalar", "I64", {}, 8, 4},
+    {"empty", "F32", {0, 5}, 0, 5},
+};
+
+// Keys makes an Ed25519 key pair in `dir` (PREFIX "key").
+struct Keys {
+  std::string prefix, pub, priv;
+  Keys(const TempDir& dir, const std::string& name = "key", const std::string& alg = "") {
+    prefix = dir / name;
+    pub = prefix + ".pub";
+    priv = prefix + ".key";
+    REQUIRE(Run("keygen --out " + prefix + (alg.empty() ? "" : " --alg " + alg)) == 0);
+  }
+};
+
+struct Ring {
+  mg_keyring* keys = nullptr;
+  explicit Ring(const std::vector<std::string>& pubs) {
+    mg_error err;
+    REQUIRE(mg_keyring_new(&keys, &err) == MG_OK);
+    for (const std::string& p : pubs) REQUIRE(mg_keyring_add_file(keys, p.c_str(), nullptr, &err) == MG_OK);
+  }
+  ~Ring() { mg_keyring_free(keys); }
+};
+
+struct Model {
+  mg_model* m = nullptr;
+  mg_error err{};
+  mg_status status = MG_ERR_INTERNAL;
+  Model(const std::string& path, const Ring& ring, mg_mode mode, uint32_t flags = 0,
+        mg_signature_kind kind = MG_SIGNATURE_ANY, const char* bundle = nullptr) {
+    mg_open_options o;
+    mg_open_options_init(&o);
+    o.mode = mode;
+    o.flags = flags;
+    o.signature = kind;
+    o.bundle_path = bundle;
+    o.hash_threads = 2;
+    status = mg_open(path.c_str(), ring.keys, &o, &m, &err);
+    if (status != MG_OK) CHECK(m == nullptr);
+  }
+  ~Model() { mg_model_free(m); }
+  bool ok() const { return status == MG_OK; }
+};
+
+std::string Describe(const mg_error& e) {
+  return std::string(mg_status_name(e.status)) + " " + e.id + " @" +
+         (e.offset == MG_NO_OFFSET ? std::string("-") : std::to_string(e.offset)) + " [" + e.file +
+         "] " + e.message;
+}
+
+void ExpectError(const Model& m, mg_status status, const std::string& id) {
+  CAPTURE(Describe(m.err));
+  CHECK(m.status == status);
+  CHECK(m.err.status == status);
+  CHECK(std::string(m.err.id) == id);
+  CHECK(m.m == nullptr);
+}
+
+// TensorBytes is tensor `name`'s verified bytes (REQUIREs success).
+Bytes TensorBytes(const mg_model* m, const std::string& name) {
+  size_t index = 0;
+  mg_error err;
+  REQUIRE(mg_model_find(m, name.data(), name.size(), &index, &err) == MG_OK);
+  const void* data = nullptr;
+  uint64_t len = 0;
+  INFO(Describe(err));
+  REQUIRE(mg_model_tensor_data(m, index, &data, &len, &err) == MG_OK);
+  const auto* p = static_cast<const uint8_t*>(data);
+  return len == 0 ? Bytes() : Bytes(p, p + len);
+}
+
+// ExpectTensors: the model holds exactly `tensors`, by name, with their
+// dtype, shape and bytes.
+void ExpectTensors(const mg_model* m, std::vector<Tensor> tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
+  REQUIRE(mg_model_tensor_count(m) == tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    mg_tensor_info info;
+    mg_error err;
+    REQUIRE(mg_model_tensor_info(m, i, &info, &err) == MG_OK);
+    CHECK(std::string(info.name, info.name_len) == tensors[i].name);
+    CHECK(std::string(info.dtype) == tensors[i].dtype);
+    CHECK(info.rank == tensors[i].shape.size());
+    CHECK(std::vector<uint64_t>(info.shape, info.shape + info.rank) == tensors[i].shape);
+    CHECK((info.rank == 0) == (info.shape == nullptr));
+    CHECK(info.byte_length == tensors[i].bytes);
+    CHECK(info.file_index < mg_model_file_count(m));
+    CHECK(TensorBytes(m, tensors[i].name) == Pattern(tensors[i]));
+  }
+}
+
+// SignedFile: a model file signed with an embedded STSIG record.
+struct SignedFile {
+  TempDir dir;
+  Keys keys{dir};
+  std::string path = dir / "model.safetensors";
+  Bytes bytes;
+  explicit SignedFile(const std::vector<Tensor>& tensors = kTensors,
+                      const std::vector<std::pair<std::string, std::string>>& md = {
+                          {"format", "pt"}, {"author", "me"}}) {
+    WriteFile(path, Safetensors(tensors, md));
+    REQUIRE(Run("sign -q --key " + keys.priv + " --model demo --version 3 " + path) == 0);
+    bytes = ReadFile(path);
+  }
+  // DataOffset is the file offset of tensor `name`'s first byte.
+  size_t DataOffset(const std::string& name) const {
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t{bytes[i]} << (8 * i);
+    json h = json::parse(std::string(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(n)));
+    return 8 + n + h[name]["data_offsets"][0].get<size_t>();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("api: version, ABI version and status names") {
+  CHECK(std::string(mg_version()) == "0.1.0");
+  CHECK(mg_api_version() == MG_API_VERSION);
+  const std::pair<mg_status, const char*> names[] = {
+      {MG_OK, "ok"},         {MG_ERR_ARGUMENT, "argument"}, {MG_ERR_IO, "io"},
+      {MG_ERR_FORMAT, "format"}, {MG_ERR_VERIFY, "verify"}, {MG_ERR_KEY, "key"},
+      {MG_ERR_UNSUPPORTED, "unsupported"}, {MG_ERR_INTERNAL, "internal"}};
+  for (const auto& [status, name] : names) CHECK(std::string(mg_status_name(status)) == name);
+  CHECK(std::string(mg_status_name(AsEnum<mg_status>(99))) == "unknown");
+  mg_open_options o;
+  std::memset(&o, 0xff, sizeof o);
+  mg_open_options_init(&o);
+  CHECK(o.struct_size == sizeof o);
+  CHECK(o.mode == MG_MODE_EAGER);
+  CHECK(o.signature == MG_SIGNATURE_ANY);
+  CHECK(o.bundle_path == nullptr);
+  CHECK(o.flags == 0);
+  CHECK(o.hash_threads == 0);
+  mg_open_options_init(nullptr);
+}
+
+TEST_CASE("api: key ring adds PEM text and files, refuses what is not a key") {
+  TempDir dir;
+  Keys ed(dir, "ed"), ec(dir, "ec", "ecdsa-p256");
+  mg_keyring* keys = nullptr;
+  mg_error err;
+  REQUIRE(mg_keyring_new(&keys, &err) == MG_OK);
+  CHECK(err.status == MG_OK);
+  CHECK(err.offset == MG_NO_OFFSET);
+  CHECK(mg_keyring_count(keys) == 0);
+  const std::string pem = ReadText(ed.pub);
+  CHECK(mg_keyring_add_pem(keys, pem.data(), pem.size(), "release", &err) == MG_OK);
+  CHECK(mg_keyring_add_file(keys, ec.pub.c_str(), nullptr, &err) == MG_OK);
+  CHECK(mg_keyring_count(keys) == 2);
+  // The length bounds the text: a cut PEM is not a key.
+  CHECK(mg_keyring_add_pem(keys, pem.data(), pem.size() / 2, nullptr, &err) == MG_ERR_KEY);
+  CHECK(std::string(err.id) == "MG-SIG-KEY-FORMAT");
+  CHECK(mg_keyring_add_pem(keys, "garbage", 7, nullptr, &err) == MG_ERR_KEY);
+  // A private key is not a public key.
+  const std::string priv = ReadText(ed.priv);
+  CHECK(mg_keyring_add_pem(keys, priv.data(), priv.size(), nullptr, &err) == MG_ERR_KEY);
+  CHECK(mg_keyring_add_file(keys, (dir / "nope.pub").c_str(), nullptr, &err) == MG_ERR_IO);
+  CHECK(std::string(err.file) == dir / "nope.pub");
+  CHECK(mg_keyring_count(keys) == 2);
+  // NULL arguments.
+  CHECK(mg_keyring_new(nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_keyring_add_pem(nullptr, pem.data(), pem.size(), nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_keyring_add_pem(keys, nullptr, 10, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(std::string(err.id) == "MG-API-ARGUMENT");
+  CHECK(mg_keyring_add_file(keys, nullptr, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_keyring_add_file(nullptr, ed.pub.c_str(), nullptr, nullptr) == MG_ERR_ARGUMENT);
+  CHECK(mg_keyring_count(nullptr) == 0);
+  mg_keyring_free(keys);
+  mg_keyring_free(nullptr);
+}
+
+TEST_CASE("api: an embedded-signed file loads in every mode") {
+  SignedFile f;
+  Ring ring({f.keys.pub});
+  for (mg_mode mode : kAllModes) {
+    CAPTURE(ModeName(mode));
+    Model m(f.path, ring, mode);
+    CAPTURE(Describe(m.err));
+    REQUIRE(m.ok());
+    CHECK(m.err.status == MG_OK);
+    CHECK(m.err.id[0] == '\0');
+    REQUIRE(mg_model_file_count(m.m) == 1);
+    CHECK(std::string(mg_model_file_path(m.m, 0)) == f.path);
+    CHECK(mg_model_file_path(m.m, 1) == nullptr);
+    ExpectTensors(m.m, kTensors);
+    // Signed metadata, sorted, without the stsig.* keys.
+    REQUIRE(mg_model_metadata_count(m.m, 0) == 2);
+    const char *k = nullptr, *v = nullptr;
+    size_t kl = 0, vl = 0;
+    REQUIRE(mg_model_metadata_entry(m.m, 0, 0, &k, &kl, &v, &vl, &m.err) == MG_OK);
+    CHECK(std::string(k, kl) == "author");
+    CHECK(std::string(v, vl) == "me");
+    REQUIRE(mg_model_metadata_entry(m.m, 0, 1, &k, &kl, &v, &vl, &m.err) == MG_OK);
+    CHECK(std::string(k) == "format");
+    CHECK(std::string(v) == "pt");
+    CHECK(mg_model_metadata_entry(m.m, 0, 2, &k, &kl, &v, &vl, &m.err) == MG_ERR_ARGUMENT);
+    CHECK(mg_model_metadata_entry(m.m, 1, 0, &k, &kl, &v, &vl, &m.err) == MG_ERR_ARGUMENT);
+    CHECK(mg_model_metadata_count(m.m, 1) == 0);
+    CHECK(mg_model_check_all(m.m, &m.err) == MG_OK);
+    json v_json = json::parse(mg_model_verification_json(m.m));
+    CHECK(v_json["kind"] == "embedded");
+    CHECK(v_json["mode"] == ModeName(mode));
+    REQUIRE(v_json["keys"].size() == 1);
+    CHECK(v_json["keys"][0]["name"] == f.keys.pub);
+    CHECK(v_json["keys"][0]["key_id"].get<std::string>().size() == 32);
+    CHECK(v_json["model"] == "demo");
+    CHECK(v_json["version"] == 3);
+    CHECK(v_json["bundle"].is_null());
+    REQUIRE(v_json["files"].size() == 1);
+    CHECK(v_json["files"][0]["path"] == f.path);
+  }
+}
+
+TEST_CASE("api: a tampered tensor fails eager and copy at open, lazy on each access") {
+  SignedFile f;
+  Ring ring({f.keys.pub});
+  Bytes bad = f.bytes;
+  const size_t offset = f.DataOffset("embed") + 9;
+  bad[offset] ^= 0x20;
+  WriteFile(f.path, bad);
+  for (mg_mode mode : {MG_MODE_EAGER, MG_MODE_COPY}) {
+    CAPTURE(ModeName(mode));
+    Model m(f.path, ring, mode);
+    ExpectError(m, MG_ERR_VERIFY, "MG-SIG-TENSOR-MISMATCH");
+    CHECK(std::string(m.err.file) == f.path);
+    CHECK(m.err.offset == f.DataOffset("embed"));
+    CHECK(std::string(m.err.message).find("\"embed\"") != std::string::npos);
+  }
+  Model lazy(f.path, ring, MG_MODE_LAZY);
+  REQUIRE(lazy.ok());
+  CHECK(TensorBytes(lazy.m, "bias") == Pattern(kTensors[2]));
+  size_t index = 0;
+  REQUIRE(mg_model_find(lazy.m, "embed", 5, &index, &lazy.err) == MG_OK);
+  for (int round = 0; round < 3; ++round) {
+    const void* data = reinterpret_cast<const void*>(1);
+    uint64_t len = 7;
+    mg_error err;
+    CHECK(mg_model_tensor_data(lazy.m, index, &data, &len, &err) == MG_ERR_VERIFY);
+    CHECK(std::string(err.id) == "MG-SIG-TENSOR-MISMATCH");
+    CHECK(data == nullptr);
+    CHECK(len == 0);
+    CHECK(mg_model_check_all(lazy.m, &err) == MG_ERR_VERIFY);
+    CHECK(std::string(err.id) == "MG-SIG-TENSOR-MISMATCH");
+  }
+  CHECK(TensorBytes(lazy.m, "scalar") == Pattern(kTensors[3]));
+}
+
+TEST_CASE("api: unsigned, untrusted and keyless opens are refused") {
+  SignedFile f;
+  TempDir other_dir;
+  Keys other(other_dir, "other");
+  Ring untrusted({other.pub});
+  for (mg_mode mode : kAllModes) {
+    Model m(f.path, untrusted, mode);
+    ExpectError(m, MG_ERR_VERIFY, "MG-SIG-UNTRUSTED");
+  }
+  const std::string plain = f.dir / "plain.safetensors";
+  WriteFile(plain, Safetensors(kTensors));
+  Ring ring({f.keys.pub});
+  for (mg_mode mode : kAllModes) {
+    Model m(plain, ring, mode);
+    ExpectError(m, MG_ERR_VERIFY, "MG-SIG-MISSING");
+  }
+  Ring empty({});
+  Model none(f.path, empty, MG_MODE_EAGER);
+  ExpectError(none, MG_ERR_KEY, "MG-API-NO-KEYS");
+  mg_model* out = reinterpret_cast<mg_model*>(1);
+  mg_error err;
+  CHECK(mg_open(f.path.c_str(), nullptr, nullptr, &out, &err) == MG_ERR_KEY);
+  CHECK(out == nullptr);
+  // A symlink, a missing path, a file that is not safetensors.
+  REQUIRE(::symlink(f.path.c_str(), (f.dir / "link.safetensors").c_str()) == 0);
+  Model link(f.dir / "link.safetensors", ring, MG_MODE_EAGER);
+  ExpectError(link, MG_ERR_IO, "MG-IO-NOT-REGULAR");
+  Model missing(f.dir / "missing.safetensors", ring, MG_MODE_EAGER);
+  ExpectError(missing, MG_ERR_IO, "MG-IO-OPEN");
+  WriteText(f.dir / "junk.safetensors", "not a safetensors file at all");
+  Model junk(f.dir / "junk.safetensors", ring, MG_MODE_EAGER);
+  CHECK(junk.status == MG_ERR_FORMAT);
+  CHECK(std::string(junk.err.id).rfind("MG-ST-", 0) == 0);
+}
+
+TEST_CASE("api: NULL and invalid arguments are MG_ERR_ARGUMENT, never a crash") {
+  SignedFile f;
+  Ring ring({f.keys.pub});
+  mg_error err;
+  mg_model* out = nullptr;
+  CHECK(mg_open(nullptr, ring.keys, nullptr, &out, &err) == MG_ERR_ARGUMENT);
+  CHECK(std::string(err.id) == "MG-API-ARGUMENT");
+  CHECK(mg_open(f.path.c_str(), ring.keys, nullptr, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_open("", ring.keys, nullptr, &out, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_open(f.path.c_str(), ring.keys, nullptr, &out, nullptr) == MG_OK);  // err may be NULL
+  mg_model_free(out);
+  mg_open_options o;
+  mg_open_options_init(&o);
+  o.struct_size = 8;
+  CHECK(mg_open(f.path.c_str(), ring.keys, &o, &out, &err) == MG_ERR_ARGUMENT);
+  mg_open_options_init(&o);
+  o.mode = AsEnum<mg_mode>(7);
+  CHECK(mg_open(f.path.c_str(), ring.keys, &o, &out, &err) == MG_ERR_UNSUPPORTED);
+  mg_open_options_init(&o);
+  o.signature = AsEnum<mg_signature_kind>(7);
+  CHECK(mg_open(f.path.c_str(), ring.keys, &o, &out, &err) == MG_ERR_UNSUPPORTED);
+  mg_open_options_init(&o);
+  o.flags = 0x80;
+  CHECK(mg_open(f.path.c_str(), ring.keys, &o, &out, &err) == MG_ERR_UNSUPPORTED);
+  CHECK(out == nullptr);
+
+  CHECK(mg_model_file_count(nullptr) == 0);
+  CHECK(mg_model_file_path(nullptr, 0) == nullptr);
+  CHECK(mg_model_tensor_count(nullptr) == 0);
+  mg_tensor_info info;
+  CHECK(mg_model_tensor_info(nullptr, 0, &info, &err) == MG_ERR_ARGUMENT);
+  size_t index = 0;
+  CHECK(mg_model_find(nullptr, "a", 1, &index, &err) == MG_ERR_ARGUMENT);
+  const void* data = nullptr;
+  uint64_t len = 0;
+  CHECK(mg_model_tensor_data(nullptr, 0, &data, &len, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_check_all(nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_metadata_count(nullptr, 0) == 0);
+  const char *k = nullptr, *v = nullptr;
+  CHECK(mg_model_metadata_entry(nullptr, 0, 0, &k, nullptr, &v, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_verification_json(nullptr) == nullptr);
+  mg_model_free(nullptr);
+
+  Model m(f.path, ring, MG_MODE_EAGER);
+  REQUIRE(m.ok());
+  const size_t n = mg_model_tensor_count(m.m);
+  CHECK(mg_model_tensor_info(m.m, n, &info, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_tensor_info(m.m, 0, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_tensor_data(m.m, n, &data, &len, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_tensor_data(m.m, 0, nullptr, &len, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_tensor_data(m.m, 0, &data, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_find(m.m, nullptr, 3, &index, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_find(m.m, "bias", 4, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_find(m.m, "nope", 4, &index, &err) == MG_ERR_ARGUMENT);
+  CHECK(std::string(err.id) == "MG-API-NO-TENSOR");
+  CHECK(mg_model_find(m.m, "bias", 3, &index, &err) == MG_ERR_ARGUMENT);  // "bia"
+  CHECK(mg_model_metadata_entry(m.m, 0, 0, nullptr, nullptr, &v, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_metadata_entry(m.m, 0, 0, &k, nullptr, nullptr, nullptr, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_model_metadata_entry(m.m, 0, 0, &k, nullptr, &v, nullptr, &err) == MG_OK);
+}
+
+TEST_CASE("api: names are matched by length: NUL is a byte, not the end") {
+  std::vector<Tensor> tensors = {{"a", "U8", {2}, 2, 8}, {"ab", "U8", {4}, 4, 9}};
+  SignedFile f(tensors, {});
+  Ring ring({f.keys.pub});
+  Model m(f.path, ring, MG_MODE_LAZY);
+  REQUIRE(m.ok());
+  ExpectTensors(m.m, tensors);
+  size_t index = 9;
+  mg_error err;
+  // "a\0b" is neither "a" (what a C string would stop at) nor "ab".
+  CHECK(mg_model_find(m.m, "a\0b", 3, &index, &err) == MG_ERR_ARGUMENT);
+  CHECK(std::string(err.id) == "MG-API-NO-TENSOR");
+  CHECK(mg_model_find(m.m, "a\0", 2, &index, &err) == MG_ERR_ARGUMENT);
+  REQUIRE(mg_model_find(m.m, "ab", 2, &index, &err) == MG_OK);
+  mg_tensor_info info;
+  REQUIRE(mg_model_tensor_info(m.m, index, &info, &err) == MG_OK);
+  CHECK(info.name_len == 2);
+  CHECK(std::string(info.name) == "ab");
+  CHECK(mg_model_metadata_count(m.m, 0) == 0);
+  // The strict parser refuses a name holding a control byte ("\u0000" in
+  // the header), so no such tensor is ever handed out.
+  const std::string nul_file = f.dir / "nul.safetensors";
+  WriteFile(nul_file, Safetensors({{std::string("x\0y", 3), "U8", {1}, 1, 1}}));
+  Model nul(nul_file, ring, MG_MODE_EAGER);
+  ExpectError(nul, MG_ERR_FORMAT, "MG-ST-BAD-NAME");
+}
+
+TEST_CASE("api: MG_OPEN_WRITABLE views can be written, the file stays as signed") {
+  SignedFile f;
+  Ring ring({f.keys.pub});
+  for (mg_mode mode : kAllModes) {
+    CAPTURE(ModeName(mode));
+    Model m(f.path, ring, mode, MG_OPEN_WRITABLE);
+    REQUIRE(m.ok());
+    size_t index = 0;
+    REQUIRE(mg_model_find(m.m, "layer.1.weight", 14, &index, &m.err) == MG_OK);
+    const void* data = nullptr;
+    uint64_t len = 0;
+    REQUIRE(mg_model_tensor_data(m.m, index, &data, &len, &m.err) == MG_OK);
+    std::memset(const_cast<void*>(data), 0x5A, static_cast<size_t>(len));
+    CHECK(TensorBytes(m.m, "layer.1.weight") == Bytes(static_cast<size_t>(len), 0x5A));
+    CHECK(ReadFile(f.path) == f.bytes);
+    Model again(f.path, ring, mode);
+    REQUIRE(again.ok());
+    CHECK(TensorBytes(again.m, "layer.1.weight") == Pattern(kTensors[0]));
+  }
+}
+
+TEST_CASE("api: errors are cut on a UTF-8 character boundary and NUL-terminated") {
+  TempDir dir;
+  Keys k(dir);
+  Ring ring({k.pub});
+  std::string path = "/a";
+  for (int i = 0; i < 1200; ++i) path += "\xc3\xa9";  // U+00E9, 2 bytes each
+  Model m(path, ring, MG_MODE_EAGER);
+  CHECK(m.status == MG_ERR_IO);
+  const size_t file_len = std::strlen(m.err.file);
+  CHECK(file_len == 1022);  // 1023 would split the 511th character
+  CHECK(std::string(m.err.file) == path.substr(0, 1022));
+  const size_t msg_len = std::strlen(m.err.message);
+  CHECK(msg_len < sizeof(m.err.message));
+  CHECK(msg_len > 0);
+  // No character cut: the message ends with a whole sequence (or ASCII).
+  const auto last = static_cast<unsigned char>(m.err.message[msg_len - 1]);
+  CHECK((last < 0x80 || (last & 0xC0) == 0x80));
+}
+
+namespace {
+
+// ShardedSet: an index and two shards, signed as one set with embedded
+// records (sign DIR).
+struct ShardedSet {
+  TempDir dir;
+  Keys keys{dir};
+  std::string model = dir / "model";
+  std::vector<Tensor> a = {{"a.weight", "F32", {4, 4}, 64, 11}, {"a.bias", "F32", {4}, 16, 12}};
+  std::vector<Tensor> b = {{"b.weight", "F32", {4, 4}, 64, 13}};
+  explicit ShardedSet(uint8_t salt = 0, bool sign = true) {
+    REQUIRE(::mkdir(model.c_str(), 0755) == 0);
+    for (Tensor& t : a) t.seed = static_cast<uint8_t>(t.seed + salt);
+    for (Tensor& t : b) t.seed = static_cast<uint8_t>(t.seed + salt);
+    WriteFile(model + "/model-00001-of-00002.safetensors", Safetensors(a, {{"format", "pt"}}));
+    WriteFile(model + "/model-00002-of-00002.safetensors", Safetensors(b, {{"format", "pt"}}));
+    WriteText(model + "/model.safetensors.index.json",
+              R"({"metadata":{"total_size":144},"weight_map":{"a.weight":"model-00001-of-00002.safetensors",)"
+              R"("a.bias":"model-00001-of-00002.safetensors","b.weight":"model-00002-of-00002.safetensors"}})");
+    WriteText(model + "/config.json", "{}");
+    if (sign) REQUIRE(Run("sign -q --key " + keys.priv + " " + model) == 0);
+  }
+  std::vector<Tensor> all() const {
+    std::vector<Tensor> out = a;
+    out.insert(out.end(), b.begin(), b.end());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("api: an embedded-signed shard set loads from its directory or its index") {
+  ShardedSet set;
+  Ring ring({set.keys.pub});
+  for (const std::string& path : {set.model, set.model + "/model.safetensors.index.json"}) {
+    for (mg_mode mode : kAllModes) {
+      CAPTURE(path, ModeName(mode));
+      Model m(path, ring, mode);
+      CAPTURE(Describe(m.err));
+      REQUIRE(m.ok());
+      REQUIRE(mg_model_file_count(m.m) == 2);
+      CHECK(std::string(mg_model_file_path(m.m, 0)) ==
+            set.model + "/model-00001-of-00002.safetensors");
+      ExpectTensors(m.m, set.all());
+      size_t index = 0;
+      REQUIRE(mg_model_find(m.m, "b.weight", 8, &index, &m.err) == MG_OK);
+      mg_tensor_info info;
+      REQUIRE(mg_model_tensor_info(m.m, index, &info, &m.err) == MG_OK);
+      CHECK(info.file_index == 1);
+      CHECK(mg_model_check_all(m.m, &m.err) == MG_OK);
+      CHECK(mg_model_metadata_count(m.m, 1) == 1);
+    }
+  }
+}
+
+TEST_CASE("api: a shard of another signed set, or a missing shard, is refused") {
+  ShardedSet set, other(50);
+  Ring ring({set.keys.pub, other.keys.pub});
+  const std::string shard2 = "/model-00002-of-00002.safetensors";
+  SECTION("mixed sets") {
+    WriteFile(set.model + shard2, ReadFile(other.model + shard2));
+    for (mg_mode mode : kAllModes) {
+      Model m(set.model, ring, mode);
+      ExpectError(m, MG_ERR_VERIFY, "MG-SET-DIGEST");
+    }
+  }
+  SECTION("missing shard") {
+    REQUIRE(::unlink((set.model + shard2).c_str()) == 0);
+    for (mg_mode mode : kAllModes) {
+      Model m(set.model, ring, mode);
+      ExpectError(m, MG_ERR_VERIFY, "MG-SET-SHARD-MISSING");
+    }
+  }
+  SECTION("an edited weight map") {
+    WriteText(set.model + "/model.safetensors.index.json",
+              R"({"weight_map":{"a.weight":"model-00001-of-00002.safetensors",)"
+              R"("a.bias":"model-00001-of-00002.safetensors","b.weight":"model-00001-of-00002.safetensors"}})");
+    Model m(set.model, ring, MG_MODE_EAGER);
+    CHECK(m.status == MG_ERR_VERIFY);
+    CHECK(std::string(m.err.id).rfind("MG-SET-", 0) == 0);
+  }
+  SECTION("without the index, shards of two sets") {
+    REQUIRE(::unlink((set.model + "/model.safetensors.index.json").c_str()) == 0);
+    WriteFile(set.model + shard2, ReadFile(other.model + shard2));
+    Model m(set.model, ring, MG_MODE_EAGER);
+    ExpectError(m, MG_ERR_VERIFY, "MG-SET-DIGEST");
+  }
+}
+
+TEST_CASE("api: a directory of separately signed files loads; a name in two files is refused") {
+  TempDir dir;
+  Keys keys(dir);
+  const std::string model = dir / "m";
+  REQUIRE(::mkdir(model.c_str(), 0755) == 0);
+  std::vector<Tensor> x = {{"x", "U8", {3}, 3, 1}}, y = {{"y", "U8", {3}, 3, 2}};
+  WriteFile(model + "/x.safetensors", Safetensors(x));
+  WriteFile(model + "/y.safetensors", Safetensors(y));
+  REQUIRE(Run("sign -q --key " + keys.priv + " " + model + "/x.safetensors") == 0);
+  REQUIRE(Run("sign -q --key " + keys.priv + " " + model + "/y.safetensors") == 0);
+  Ring ring({keys.pub});
+  {
+    Model m(model, ring, MG_MODE_EAGER);
+    REQUIRE(m.ok());
+    ExpectTensors(m.m, {x[0], y[0]});
+  }
+  WriteFile(model + "/z.safetensors", Safetensors({{"x", "U8", {3}, 3, 7}}));
+  REQUIRE(Run("sign -q --key " + keys.priv + " " + model + "/z.safetensors") == 0);
+  Model dup(model, ring, MG_MODE_EAGER);
+  ExpectError(dup, MG_ERR_VERIFY, "MG-SET-TENSOR-DUPLICATE");
+  TempDir empty;
+  Model none(empty.path, ring, MG_MODE_EAGER);
+  ExpectError(none, MG_ERR_FORMAT, "MG-API-LAYOUT");
+}
+
+namespace {
+
+// DetachedDir: an unsigned model directory with a detached bundle
+// (sign --detached) by an Ed25519 or ECDSA key.
+struct DetachedDir {
+  TempDir dir;
+  Keys keys;
+  std::string model = dir / "model";
+  std::vector<Tensor> t1 = {{"w1", "F32", {16, 16}, 1024, 21}, {"b1", "F32", {16}, 64, 22}};
+  std::vector<Tensor> t2 = {{"w2", "F16", {8, 8}, 128, 23}};
+  explicit DetachedDir(const std::string& alg = "") : keys(dir, "key", alg) {
+    REQUIRE(::mkdir(model.c_str(), 0755) == 0);
+    WriteFile(model + "/one.safetensors", Safetensors(t1, {{"format", "pt"}}));
+    WriteFile(model + "/two.safetensors", Safetensors(t2));
+    WriteText(model + "/config.json", "{\"x\":1}");
+    REQUIRE(Run("sign -q --detached --key " + keys.priv + " " + model) == 0);
+  }
+  std::vector<Tensor> all() const {
+    std::vector<Tensor> out = t1;
+    out.insert(out.end(), t2.begin(), t2.end());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("api: a detached-signed directory loads in every mode (Ed25519 and ECDSA)") {
+  for (const std::string alg : {"", "ecdsa-p256"}) {
+    DetachedDir d(alg);
+    Ring ring({d.keys.pub});
+    for (mg_mode mode : kAllModes) {
+      CAPTURE(alg, ModeName(mode));
+      Model m(d.model, ring, mode);
+      CAPTURE(Describe(m.err));
+      REQUIRE(m.ok());
+      CHECK(mg_model_file_count(m.m) == 2);
+      ExpectTensors(m.m, d.all());
+      CHECK(mg_model_check_all(m.m, &m.err) == MG_OK);
+      CHECK(mg_model_metadata_count(m.m, 0) == 1);
+      json v = json::parse(mg_model_verification_json(m.m));
+      CHECK(v["kind"] == "detached");
+      CHECK(v["mode"] == ModeName(mode));
+      REQUIRE(v["keys"].size() == 1);
+      CHECK(v["model"] == "model");
+      CHECK(v["bundle"]["path"] == d.model + "/model.sig");
+      CHECK(v["bundle"]["sha256"].get<std::string>().size() == 64);
+      REQUIRE(v["files"].size() == 2);
+      CHECK(v["files"][0]["sha256"].get<std::string>().size() == 64);
+    }
+    // Asked for explicitly, and the same bundle named by path.
+    Model det(d.model, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_DETACHED);
+    CHECK(det.ok());
+    const std::string moved = d.dir / "elsewhere.sig";
+    REQUIRE(::rename((d.model + "/model.sig").c_str(), moved.c_str()) == 0);
+    Model named(d.model, ring, MG_MODE_LAZY, 0, MG_SIGNATURE_ANY, moved.c_str());
+    CHECK(named.ok());
+    // No bundle: DETACHED requires one; ANY falls to embedded (unsigned here).
+    Model required(d.model, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_DETACHED);
+    ExpectError(required, MG_ERR_VERIFY, "MG-API-NO-BUNDLE");
+    Model any(d.model, ring, MG_MODE_EAGER);
+    ExpectError(any, MG_ERR_VERIFY, "MG-SIG-MISSING");
+  }
+}
+
+TEST_CASE("api: a file changed after detached signing fails each mode as it promises") {
+  DetachedDir d;
+  Ring ring({d.keys.pub});
+  const std::string two = d.model + "/two.safetensors";
+  Bytes bad = ReadFile(two);
+  bad[bad.size() - 3] ^= 0x01;
+  WriteFile(two, bad);
+  for (mg_mode mode : {MG_MODE_EAGER, MG_MODE_COPY}) {
+    Model m(d.model, ring, mode);
+    ExpectError(m, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
+    CHECK(std::string(m.err.file) == two);
+  }
+  Model lazy(d.model, ring, MG_MODE_LAZY);
+  REQUIRE(lazy.ok());
+  CHECK(TensorBytes(lazy.m, "w1") == Pattern(d.t1[0]));  // the other file is fine
+  size_t index = 0;
+  REQUIRE(mg_model_find(lazy.m, "w2", 2, &index, &lazy.err) == MG_OK);
+  for (int round = 0; round < 3; ++round) {
+    const void* data = nullptr;
+    uint64_t len = 0;
+    mg_error err;
+    CHECK(mg_model_tensor_data(lazy.m, index, &data, &len, &err) == MG_ERR_VERIFY);
+    CHECK(std::string(err.id) == "MG-OMS-FILE-CHANGED");
+    CHECK(std::string(err.file) == two);
+    CHECK(data == nullptr);
+    CHECK(mg_model_check_all(lazy.m, &err) == MG_ERR_VERIFY);
+    CHECK(std::string(err.id) == "MG-OMS-FILE-CHANGED");
+  }
+  // A file that no longer parses is reported as changed, in lazy mode too.
+  bad.push_back(0);
+  WriteFile(two, bad);
+  for (mg_mode mode : kAllModes) {
+    Model longer(d.model, ring, mode);
+    ExpectError(longer, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
+  }
+}
+
+TEST_CASE("api: a file the bundle does not cover is refused") {
+  DetachedDir d;
+  Ring ring({d.keys.pub});
+  WriteFile(d.model + "/three.safetensors", Safetensors({{"w3", "U8", {1}, 1, 1}}));
+  for (mg_mode mode : kAllModes) {
+    Model m(d.model, ring, mode);
+    ExpectError(m, MG_ERR_VERIFY, "MG-OMS-FILE-UNSIGNED");
+    CHECK(std::string(m.err.file) == d.model + "/three.safetensors");
+  }
+}
+
+TEST_CASE("api: a bundle that does not verify never falls back to embedded signatures") {
+  // Files that are each embedded-signed, beside a broken or foreign bundle.
+  DetachedDir d;
+  for (const char* f : {"/one.safetensors", "/two.safetensors"}) {
+    REQUIRE(Run("sign -q --key " + d.keys.priv + " " + d.model + f) == 0);
+  }
+  Ring ring({d.keys.pub});
+  {
+    Model embedded(d.model, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_EMBEDDED);
+    CAPTURE(Describe(embedded.err));
+    CHECK(embedded.ok());
+    Model stale(d.model, ring, MG_MODE_EAGER);  // the bundle predates the embedded signing
+    ExpectError(stale, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
+  }
+  SECTION("malformed") {
+    WriteText(d.model + "/model.sig", "{\"not\": \"a bundle\"}");
+    for (mg_mode mode : kAllModes) {
+      Model m(d.model, ring, mode);
+      ExpectError(m, MG_ERR_FORMAT, "MG-OMS-BUNDLE");
+    }
+  }
+  SECTION("by an untrusted key") {
+    TempDir other_dir;
+    Keys other(other_dir, "other");
+    REQUIRE(::unlink((d.model + "/model.sig").c_str()) == 0);
+    REQUIRE(Run("sign -q --detached --key " + other.priv + " " + d.model) == 0);
+    Model m(d.model, ring, MG_MODE_EAGER);
+    ExpectError(m, MG_ERR_VERIFY, "MG-OMS-UNTRUSTED");
+  }
+  SECTION("a symlink where the bundle belongs") {
+    const std::string real = d.dir / "real.sig";
+    REQUIRE(::rename((d.model + "/model.sig").c_str(), real.c_str()) == 0);
+    REQUIRE(::symlink(real.c_str(), (d.model + "/model.sig").c_str()) == 0);
+    Model m(d.model, ring, MG_MODE_EAGER);
+    CHECK(m.status != MG_OK);
+    CHECK(std::string(m.err.id) == "MG-OMS-BUNDLE");
+  }
+}
+
+TEST_CASE("api: one file with FILE.sig, and a detached sharded set with its index") {
+  TempDir dir;
+  Keys keys(dir);
+  Ring ring({keys.pub});
+  const std::string file = dir / "solo.safetensors";
+  WriteFile(file, Safetensors(kTensors));
+  REQUIRE(Run("sign -q --detached --key " + keys.priv + " " + file) == 0);
+  for (mg_mode mode : kAllModes) {
+    Model m(file, ring, mode);
+    CAPTURE(Describe(m.err));
+    REQUIRE(m.ok());
+    ExpectTensors(m.m, kTensors);
+  }
+  ShardedSet set(0, false);
+  REQUIRE(Run("sign -q --detached --key " + set.keys.priv + " " + set.model) == 0);
+  Ring set_ring({set.keys.pub});
+  for (const std::string& path : {set.model, set.model + "/model.safetensors.index.json"}) {
+    for (mg_mode mode : kAllModes) {
+      CAPTURE(path, ModeName(mode));
+      Model m(path, set_ring, mode);
+      CAPTURE(Describe(m.err));
+      REQUIRE(m.ok());
+      ExpectTensors(m.m, set.all());
+    }
+  }
+  // The index is covered too: an edit to it is a changed file.
+  std::string index = ReadText(set.model + "/model.safetensors.index.json");
+  index.insert(index.size() - 1, " ");
+  WriteText(set.model + "/model.safetensors.index.json", index);
+  Model m(set.model, set_ring, MG_MODE_LAZY);
+  ExpectError(m, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
+  CHECK(std::string(m.err.file) == set.model + "/model.safetensors.index.json");
+}
