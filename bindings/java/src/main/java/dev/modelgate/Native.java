@@ -1,5 +1,6 @@
 package dev.modelgate;
 
+import java.net.URI;
 import java.net.URISyntaxException;
 import java.nio.ByteBuffer;
 import java.nio.file.Files;
@@ -59,14 +60,20 @@ final class Native {
       if (source == null || source.getLocation() == null) {
         return null;
       }
-      Path jar = Path.of(source.getLocation().toURI());
+      // Only a jar on the file system: a jar nested in another ("jar:" URLs) has no beside.
+      URI uri = source.getLocation().toURI();
+      if (!"file".equals(uri.getScheme())) {
+        return null;
+      }
+      Path jar = Path.of(uri);
       Path dir = jar.getParent();
       if (dir == null || !Files.isRegularFile(jar)) {
         return null;
       }
       Path lib = dir.resolve(BuildConfig.JAR_TO_LIBDIR).resolve(BuildConfig.JNI_LIBRARY_NAME);
       return Files.isRegularFile(lib) ? lib.toAbsolutePath().normalize() : null;
-    } catch (URISyntaxException | SecurityException | IllegalArgumentException e) {
+    } catch (URISyntaxException | RuntimeException e) {
+      // No installed layout to find (a URL that is no path, no permission): the next way.
       return null;
     }
   }
