@@ -89,6 +89,7 @@ public final class ModelGateTest {
     }
     section("tampered model", () -> tampered(signed, trusted));
     section("keys", () -> keys(signed, unsigned, trusted, other));
+    section("sharded set, embedded signatures", () -> sharded(trusted));
     section("ECDSA detached directory", () -> detached(ec, trusted));
     section("use after close", () -> afterClose(signed, trusted));
     section("buffers keep the model mapped", () -> lifetime(signed, trusted));
@@ -362,6 +363,55 @@ public final class ModelGateTest {
     };
     expectThrows(IllegalArgumentException.class,
         () -> ModelGate.openVerified(signed, List.of(raw)), "a key without X.509 encoding");
+  }
+
+  /** writeShards writes a two-shard model with its index; b.ids holds {42, second}. */
+  private static void writeShards(Path dir, long second) throws IOException {
+    Files.createDirectories(dir);
+    ByteBuffer a =
+        ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putFloat(0.25f).putFloat(-8f);
+    writeSafetensors(dir.resolve("model-00001-of-00002.safetensors"),
+        List.<Object[]>of(new Object[] {"a.w", "F32", "[2]", a.array()}), Map.of("format", "pt"));
+    ByteBuffer b =
+        ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putLong(42).putLong(second);
+    writeSafetensors(dir.resolve("model-00002-of-00002.safetensors"),
+        List.<Object[]>of(new Object[] {"b.ids", "I64", "[2]", b.array()}), Map.of("format", "pt"));
+    Files.writeString(dir.resolve("model.safetensors.index.json"),
+        "{\"metadata\":{\"total_size\":24},\"weight_map\":{"
+            + "\"a.w\":\"model-00001-of-00002.safetensors\","
+            + "\"b.ids\":\"model-00002-of-00002.safetensors\"}}");
+  }
+
+  /**
+   * sharded: a directory with a shard index, signed as one set (modelgate sign DIR), opens as one
+   * model by the directory or by its index; a shard from another signed set is refused.
+   */
+  private static void sharded(PublicKey key) throws Exception {
+    Path dir = work.resolve("sharded");
+    writeShards(dir, -42);
+    run("sign", "-q", "--key", work.resolve("trusted.key").toString(), dir.toString());
+    Path index = dir.resolve("model.safetensors.index.json");
+    for (Path p : List.of(dir, index)) {
+      try (VerifiedModel m = ModelGate.openVerified(p, List.of(key))) {
+        check(m.fileCount() == 2, p.getFileName() + ": two files");
+        check(m.tensorNames().equals(List.of("a.w", "b.ids")), "names " + m.tensorNames());
+        Tensor b = m.tensor("b.ids");
+        check(b.data().getLong(8) == -42, "b.ids[1]");
+        check(m.filePath(b.fileIndex()).getFileName().toString()
+            .equals("model-00002-of-00002.safetensors"), "b.ids is in shard 2");
+        check(m.tensor("a.w").data().getFloat(4) == -8f, "a.w[1]");
+      }
+    }
+    Path other = work.resolve("sharded-other");
+    writeShards(other, -43);
+    run("sign", "-q", "--key", work.resolve("trusted.key").toString(), other.toString());
+    Path mixed = work.resolve("sharded-mixed");
+    copyTree(dir, mixed);
+    Files.copy(other.resolve("model-00002-of-00002.safetensors"),
+        mixed.resolve("model-00002-of-00002.safetensors"), StandardCopyOption.REPLACE_EXISTING);
+    ModelGateException e = expectMg("MG-SET-DIGEST",
+        () -> ModelGate.openVerified(mixed, List.of(key)), "shards of two sets");
+    check(e == null || e.status() == ModelGateException.Status.VERIFY, "two sets: VERIFY " + e);
   }
 
   private static void detached(PublicKey ec, PublicKey ed25519) throws Exception {
