@@ -95,6 +95,8 @@ public final class VerifiedModel implements AutoCloseable {
    *
    * @throws ModelGateException status ARGUMENT, id MG-API-NO-TENSOR, when there is no such tensor;
    *     status VERIFY when lazy verification fails.
+   * @throws ArithmeticException for a dimension above Long.MAX_VALUE (possible only in a tensor
+   *     with no elements), which a long[] shape cannot hold.
    */
   public Tensor tensor(String name) throws ModelGateException {
     byte[] utf8 = ModelGate.encodeStrict(name, StandardCharsets.UTF_8);
