@@ -124,12 +124,12 @@ FileReport CheckOne(const Target& target, const core::OpenedFile* file, const po
 int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
   auto p = policy::LoadPolicy(policy_path);
   if (!p.ok()) {
-    std::cerr << "modelgate: policy: " << p.error().message << "\n";
+    Diagnostics(opts) << "modelgate: policy: " << p.error().message << "\n";
     return kExitCannotJudge;
   }
   auto scan_options = policy::ScanOptionsFor(p.value());
   if (!scan_options.ok()) {
-    std::cerr << "modelgate: policy: " << scan_options.error().message << "\n";
+    Diagnostics(opts) << "modelgate: policy: " << scan_options.error().message << "\n";
     return kExitCannotJudge;
   }
   const std::vector<signer::PublicKey> keys = policy::TrustedKeys(p.value());
@@ -139,7 +139,7 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
   }
   auto scopes = LoadDetachedScopes(opts, keys);
   if (!scopes.ok()) {
-    std::cerr << "modelgate: " << scopes.error().message << "\n";
+    Diagnostics(opts) << "modelgate: " << scopes.error().message << "\n";
     return kExitCannotJudge;
   }
   Report report = RunFiles(

@@ -13,14 +13,14 @@ namespace modelgate::cli {
 bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options) {
   if (opts.no_yara) {
     if (!opts.yara_dirs.empty()) {
-      std::cerr << "modelgate: --no-yara and --yara-rules contradict each other\n";
+      Diagnostics(opts) << "modelgate: --no-yara and --yara-rules contradict each other\n";
       return false;
     }
     return true;
   }
   auto rules = scanner::CompileYaraRules(opts.yara_dirs, /*with_default=*/true);
   if (!rules.ok()) {
-    std::cerr << "modelgate: YARA rules: " << rules.error().message << "\n";
+    Diagnostics(opts) << "modelgate: YARA rules: " << rules.error().message << "\n";
     return false;
   }
   scan_options->yara = std::move(rules).value();
@@ -63,7 +63,11 @@ int EmitReport(Report& report, const CommonOptions& opts) {
   const std::string text = opts.format == "json"    ? RenderJson(report)
                            : opts.format == "sarif" ? RenderSarif(report, level)
                                                     : RenderText(report, color);
-  if (!WriteOutput(opts.out_path, text)) return kExitCannotJudge;
+  if (opts.report_text != nullptr) {
+    *opts.report_text = text;
+  } else if (!WriteOutput(opts.out_path, text)) {
+    return kExitCannotJudge;
+  }
   if (!opts.out_path.empty() && !opts.quiet) {
     // The report went to a file: say on stderr what it holds (a log; -q drops it).
     std::cerr << "modelgate: " << SummaryLine(report.summary) << "; report in "

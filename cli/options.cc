@@ -1,6 +1,12 @@
 #include "options.h"
 
+#include <iostream>
+
 namespace modelgate::cli {
+
+std::ostream& Diagnostics(const CommonOptions& opts) {
+  return opts.diagnostics != nullptr ? *opts.diagnostics : std::cerr;
+}
 
 bool UseColor(const CommonOptions& opts, bool stdout_is_terminal, const char* no_color) {
   if (opts.color == "always") return true;

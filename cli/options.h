@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +39,12 @@ struct CommonOptions {
   std::string policy;                  // --policy FILE
   std::string json_output;             // --json-output FILE (extra report)
   std::string sarif_output;            // --sarif-output FILE (extra report)
+  // Library callers (libmodelgate's mg_scan) instead of the terminal: when
+  // set, EmitReport stores the rendered report in *report_text instead of
+  // writing it, and scan/check write their messages (what the program says
+  // on stderr before exiting 2) to *diagnostics.
+  std::string* report_text = nullptr;
+  std::ostream* diagnostics = nullptr;
   // Positional operands: PATH... (scan, verify, check), FILE (inspect,
   // policy lint), PATH (sign), COMMAND... (help). "-" is standard input
   // for scan and inspect only.
@@ -48,6 +55,10 @@ struct CommonOptions {
 // only a report going to a terminal (stdout, no -o) when NO_COLOR (its value
 // `no_color`, null when unset) is unset or empty, as no-color.org asks.
 bool UseColor(const CommonOptions& opts, bool stdout_is_terminal, const char* no_color);
+
+// Diagnostics is where scan and check write their messages: *opts.diagnostics,
+// else std::cerr.
+std::ostream& Diagnostics(const CommonOptions& opts);
 
 // kStdinPath is the operand that names standard input, and the path under
 // which its spooled bytes are reported.

@@ -849,3 +849,98 @@ TEST_CASE("api: one file with FILE.sig, and a detached sharded set with its inde
   ExpectError(m, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
   CHECK(std::string(m.err.file) == set.model + "/model.safetensors.index.json");
 }
+
+namespace {
+
+// Output is what the modelgate program writes on stdout for `args`, and its
+// exit status.
+std::pair<std::string, int> Output(const std::string& args) {
+  const std::string cmd = std::string(MG_MODELGATE_BIN) + " " + args + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int rc = ::pclose(p);
+  REQUIRE(WIFEXITED(rc));
+  return {out, WEXITSTATUS(rc)};
+}
+
+struct Scan {
+  char* report = nullptr;
+  int verdict = -1;
+  mg_error err{};
+  mg_status status;
+  Scan(const std::string& path, const char* policy) {
+    status = mg_scan(path.c_str(), policy, &report, &verdict, &err);
+  }
+  ~Scan() { mg_string_free(report); }
+};
+
+}  // namespace
+
+TEST_CASE("api: mg_scan writes the program's JSON report and its verdict") {
+  SignedFile f;
+  const std::string evil = f.dir / "evil.safetensors";
+  Bytes bytes = Safetensors(kTensors);
+  bytes.push_back(0x42);  // trailing bytes no tensor covers
+  WriteFile(evil, bytes);
+  const std::string policy = f.dir / "policy.yaml";
+  WriteText(policy, "apiVersion: modelgate/v1\nkind: Policy\nsignatures:\n  required: true\n"
+                    "  keys:\n    - name: mine\n      file: key.pub\n");
+  struct Case {
+    std::string path;
+    const char* policy;
+    int verdict;
+  };
+  const std::vector<Case> cases = {{f.path, nullptr, 0},     {evil, nullptr, 1},
+                                   {f.dir.path, nullptr, 1}, {f.path, policy.c_str(), 0},
+                                   {evil, policy.c_str(), 1}};
+  for (const Case& c : cases) {
+    CAPTURE(c.path, c.policy != nullptr);
+    Scan s(c.path, c.policy);
+    CAPTURE(Describe(s.err));
+    REQUIRE(s.status == MG_OK);
+    CHECK(s.verdict == c.verdict);
+    REQUIRE(s.report != nullptr);
+    const auto [want, rc] =
+        Output(c.policy ? "check --policy " + std::string(c.policy) + " -f json " + c.path
+                        : "scan -f json " + c.path);
+    CHECK(rc == c.verdict);
+    CHECK(std::string(s.report) == want);
+    const json doc = json::parse(s.report);
+    CHECK(doc["schema"] == "modelgate.report/v1");
+    CHECK((doc["summary"]["rejected"].get<int>() > 0) == (c.verdict == 1));
+  }
+  // The signed file under the policy carries its signature in the report.
+  Scan signed_scan(f.path, policy.c_str());
+  REQUIRE(signed_scan.status == MG_OK);
+  CHECK(json::parse(signed_scan.report)["files"][0]["signature"]["status"] == "valid");
+}
+
+TEST_CASE("api: mg_scan errors make no report") {
+  TempDir dir;
+  Scan missing(dir / "missing", nullptr);
+  CHECK(missing.status == MG_ERR_IO);
+  CHECK(std::string(missing.err.id) == "MG-IO-OPEN");
+  CHECK(std::string(missing.err.file) == dir / "missing");
+  CHECK(missing.report == nullptr);
+  CHECK(missing.verdict == 2);
+  WriteFile(dir / "a.safetensors", Safetensors(kTensors));
+  WriteText(dir / "bad.yaml", "apiVersion: modelgate/v1\nkind: Nope\n");
+  Scan bad_policy(dir / "a.safetensors", (dir / "bad.yaml").c_str());
+  CHECK(bad_policy.status == MG_ERR_ARGUMENT);
+  CHECK(std::string(bad_policy.err.id) == "MG-API-POLICY");
+  CHECK(std::string(bad_policy.err.message).find("policy") != std::string::npos);
+  CHECK(bad_policy.report == nullptr);
+  Scan no_policy(dir / "a.safetensors", (dir / "none.yaml").c_str());
+  CHECK(no_policy.status == MG_ERR_ARGUMENT);
+  char* report = reinterpret_cast<char*>(1);
+  int verdict = 0;
+  mg_error err;
+  CHECK(mg_scan(nullptr, nullptr, &report, &verdict, &err) == MG_ERR_ARGUMENT);
+  CHECK(report == nullptr);
+  CHECK(mg_scan((dir / "a.safetensors").c_str(), nullptr, nullptr, &verdict, &err) == MG_ERR_ARGUMENT);
+  CHECK(mg_scan((dir / "a.safetensors").c_str(), nullptr, &report, nullptr, &err) == MG_ERR_ARGUMENT);
+  mg_string_free(nullptr);
+}
