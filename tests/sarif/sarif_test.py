@@ -687,7 +687,7 @@ def region_on_text_findings(d):
 def emitted_ids():
     """Every MG- id string in the sources (not the table), with a file."""
     found = {}
-    for mod in ("core", "scanner", "signer", "policy", "cli"):
+    for mod in ("core", "scanner", "signer", "policy", "cli", "api"):
         for root, _, files in os.walk(os.path.join(SOURCE_DIR, mod)):
             for n in files:
                 if not n.endswith((".cc", ".h")) or n == "findings_docs.cc":
