@@ -7,6 +7,7 @@
     install_test.py install --build BUILD --source SRC --modelgate PROGRAM
                             --libdir LIBDIR --includedir INCLUDEDIR
                             --cxx CXX --generator GEN --readelf READELF
+                            --cmake CMAKE --pkg-config PKG_CONFIG
 
 exports: the dynamic symbols the library defines are exactly the functions
 modelgate.h declares (each under the map's version node), and its SONAME is
@@ -214,11 +215,11 @@ def check_installed_files(prefix, a):
 def check_c_example(prefix, a, fx, d, env):
     pubkey, other, signed, tampered, unsigned = fx
     pc_env = dict(env, PKG_CONFIG_PATH=os.path.join(prefix, a.libdir, "pkgconfig"))
-    flags = run(["pkg-config", "--cflags", "--libs", "modelgate"], env=pc_env).stdout.split()
+    flags = run([a.pkg_config, "--cflags", "--libs", "modelgate"], env=pc_env).stdout.split()
     must(f"-I{os.path.join(prefix, a.includedir)}" in flags and
          f"-L{os.path.join(prefix, a.libdir)}" in flags and "-lmodelgate" in flags,
          f"pkg-config flags name the prefix: {flags}")
-    must(run(["pkg-config", "--modversion", "modelgate"], env=pc_env).stdout.strip() == "0.1.0",
+    must(run([a.pkg_config, "--modversion", "modelgate"], env=pc_env).stdout.strip() == "0.1.0",
          "modelgate.pc version")
     exe = os.path.join(d, "load_model")
     run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic",
@@ -252,7 +253,7 @@ def check_c_example(prefix, a, fx, d, env):
 def check_cmake_consumer(prefix, a, fx, d, env):
     pubkey, other, signed, tampered, _ = fx
     bdir = os.path.join(d, "consumer-build")
-    run(["cmake", "-S", os.path.join(a.source, "examples", "cmake-consumer"), "-B", bdir,
+    run([a.cmake, "-S", os.path.join(a.source, "examples", "cmake-consumer"), "-B", bdir,
          "-G", a.generator, f"-DCMAKE_CXX_COMPILER={a.cxx}", f"-DCMAKE_PREFIX_PATH={prefix}"],
         env=env)
     with open(os.path.join(bdir, "CMakeCache.txt"), encoding="utf-8") as f:
@@ -260,7 +261,7 @@ def check_cmake_consumer(prefix, a, fx, d, env):
     want_dir = os.path.join(prefix, a.libdir, "cmake", "modelgate")
     must(f"modelgate_DIR:PATH={want_dir}\n" in cache, "find_package found the fresh install: " +
          "".join(re.findall(r"modelgate_DIR:PATH=.*\n", cache)))
-    run(["cmake", "--build", bdir], env=env)
+    run([a.cmake, "--build", bdir], env=env)
     exe = os.path.join(bdir, "consumer")
     # No LD_LIBRARY_PATH: the imported target's location is in the build RPATH.
     p = run([exe, "--pubkey", pubkey, signed], env=env)
@@ -280,7 +281,7 @@ def check_install(a):
     try:
         prefix = os.path.join(d, "prefix")
         for component in ("libmodelgate", "libmodelgate-dev"):
-            run(["cmake", "--install", a.build, "--prefix", prefix, "--component", component],
+            run([a.cmake, "--install", a.build, "--prefix", prefix, "--component", component],
                 env=env)
         check_installed_files(prefix, a)
         fx = make_fixtures(a.modelgate, d, env)
@@ -299,7 +300,7 @@ def main():
         e.add_argument(opt, required=True)
     i = sub.add_parser("install")
     for opt in ("--build", "--source", "--modelgate", "--libdir", "--includedir", "--cxx",
-                "--generator", "--readelf"):
+                "--generator", "--readelf", "--cmake", "--pkg-config"):
         i.add_argument(opt, required=True)
     a = ap.parse_args()
     try:
