@@ -18,7 +18,8 @@ fresh prefix, checks the file list, the SONAME and that no RPATH/RUNPATH
 is left, then builds examples/c/load_model.c with `cc -std=c99 ... $(pkg-config
 --cflags --libs modelgate)` and examples/cmake-consumer with
 find_package(modelgate), and runs both on a model signed, tampered with and
-signed by another key (fixtures made here with the built modelgate).
+signed by another key, and the C example on a directory under a detached
+ECDSA bundle (fixtures made here with the built modelgate).
 
 Standard library only.
 """
@@ -176,6 +177,28 @@ def make_fixtures(modelgate, d, env):
             unsigned)
 
 
+def make_detached_dir(modelgate, d, env):
+    """A model directory of two files under a detached ECDSA P-256 bundle
+    (DIR/model.sig), and a copy with one byte of b.safetensors changed."""
+    run([modelgate, "keygen", "--alg", "ecdsa-p256", "--out", os.path.join(d, "ecdsa")], env=env)
+    good = os.path.join(d, "model-dir")
+    os.mkdir(good)
+    with open(os.path.join(good, "a.safetensors"), "wb") as f:
+        f.write(safetensors(TENSORS[:2]))
+    with open(os.path.join(good, "b.safetensors"), "wb") as f:
+        f.write(safetensors(TENSORS[2:]))
+    run([modelgate, "sign", "-q", "--detached", "--key", os.path.join(d, "ecdsa.key"), good],
+        env=env)
+    bad = os.path.join(d, "model-dir-tampered")
+    shutil.copytree(good, bad)
+    with open(os.path.join(bad, "b.safetensors"), "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)[0]
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last ^ 0x01]))
+    return os.path.join(d, "ecdsa.pub"), good, bad
+
+
 def check_installed_files(prefix, a):
     lib = os.path.join(prefix, a.libdir)
     expected = {
@@ -248,6 +271,19 @@ def check_c_example(prefix, a, fx, d, env):
     run([exe, "--pubkey", pubkey, os.path.join(d, "absent.safetensors")], env=run_env,
         expect_rc=2)
     run([exe, "--pubkey", os.path.join(d, "absent.pub"), signed], env=run_env, expect_rc=2)
+
+    # A directory under a detached ECDSA bundle: OpenSSL through the .so.
+    ecdsa, good_dir, bad_dir = make_detached_dir(a.modelgate, d, env)
+    for mode, head in heads.items():
+        p = run([exe, "--pubkey", ecdsa, "--mode", mode, good_dir], env=run_env)
+        want = f"{good_dir}: {head}, 3 tensors, 2 files\n" + LISTING
+        must(p.stdout == want, f"{mode} directory: stdout\n{p.stdout}\nexpected\n{want}")
+        p = run([exe, "--pubkey", ecdsa, "--mode", mode, bad_dir], env=run_env, expect_rc=1)
+        must(re.search(r"^MG-OMS-FILE-CHANGED: .*b\.safetensors", p.stderr, flags=re.M),
+             f"{mode} tampered directory: {p.stderr}")
+        must("layer.weight" not in p.stdout, f"{mode} tampered directory printed: {p.stdout}")
+    p = run([exe, "--pubkey", pubkey, good_dir], env=run_env, expect_rc=1)
+    must(re.match(r"MG-OMS-UNTRUSTED: ", p.stderr), f"directory, untrusted key: {p.stderr}")
 
 
 def check_cmake_consumer(prefix, a, fx, d, env):
