@@ -7,7 +7,7 @@
     install_test.py install --build BUILD --source SRC --modelgate PROGRAM
                             --libdir LIBDIR --includedir INCLUDEDIR
                             --cxx CXX --generator GEN --readelf READELF
-                            --cmake CMAKE --pkg-config PKG_CONFIG
+                            --cmake CMAKE --pkg-config PKG_CONFIG --prefix PREFIX
 
 exports: the dynamic symbols the library defines are exactly the functions
 modelgate.h declares (each under the map's version node), and its SONAME is
@@ -15,7 +15,7 @@ libmodelgate.so.0.
 
 install: installs the libmodelgate and libmodelgate-dev components into a
 fresh prefix, checks the file list, the SONAME and that no RPATH/RUNPATH
-is left, then builds examples/c/load_model.c with `cc -std=c99 ... $(pkg-config
+is left, and a DESTDIR install of the configured PREFIX, then builds examples/c/load_model.c with `cc -std=c99 ... $(pkg-config
 --cflags --libs modelgate)` and examples/cmake-consumer with
 find_package(modelgate), and runs both on a model signed, tampered with and
 signed by another key, and the C example on a directory under a detached
@@ -235,6 +235,20 @@ def check_installed_files(prefix, a):
     must(a.build not in dyn, "installed .so names the build tree:\n" + dyn)
 
 
+def check_destdir(a, d, env):
+    """A packager's staged install (DESTDIR, the configured prefix): the
+    files land under DESTDIR and modelgate.pc names the final prefix."""
+    stage = os.path.join(d, "stage")
+    for component in ("libmodelgate", "libmodelgate-dev"):
+        run([a.cmake, "--install", a.build, "--component", component],
+            env=dict(env, DESTDIR=stage + "/"))
+    staged = os.path.join(stage, a.prefix.lstrip("/"))
+    must(os.path.isfile(os.path.join(staged, a.libdir, REAL_NAME)), "staged under DESTDIR")
+    with open(os.path.join(staged, a.libdir, "pkgconfig", "modelgate.pc"), encoding="utf-8") as f:
+        pc = f.read()
+    must(pc.startswith(f"prefix={a.prefix}\n") and stage not in pc, "staged modelgate.pc:\n" + pc)
+
+
 def check_c_example(prefix, a, fx, d, env):
     pubkey, other, signed, tampered, unsigned = fx
     pc_env = dict(env, PKG_CONFIG_PATH=os.path.join(prefix, a.libdir, "pkgconfig"))
@@ -320,6 +334,7 @@ def check_install(a):
             run([a.cmake, "--install", a.build, "--prefix", prefix, "--component", component],
                 env=env)
         check_installed_files(prefix, a)
+        check_destdir(a, d, env)
         fx = make_fixtures(a.modelgate, d, env)
         check_c_example(prefix, a, fx, d, env)
         check_cmake_consumer(prefix, a, fx, d, env)
@@ -336,7 +351,7 @@ def main():
         e.add_argument(opt, required=True)
     i = sub.add_parser("install")
     for opt in ("--build", "--source", "--modelgate", "--libdir", "--includedir", "--cxx",
-                "--generator", "--readelf", "--cmake", "--pkg-config"):
+                "--generator", "--readelf", "--cmake", "--pkg-config", "--prefix"):
         i.add_argument(opt, required=True)
     a = ap.parse_args()
     try:
