@@ -248,9 +248,16 @@ std::optional<ApiError> LoadVerifiedBundle(const std::string& path, bool named,
 }
 
 // RelInModel is `file`'s resource name in the bundle: "." for a model that
-// is one file, else its path relative to the model root.
-std::string RelInModel(const Shape& shape, const std::string& file) {
-  if (shape.single_file) return ".";
+// is one file signed alone, else its path relative to the model root (for
+// one file, the directory of the bundle that signed its directory).
+std::string RelInModel(const Shape& shape, const std::string& file, const Detached& detached) {
+  if (shape.single_file) {
+    for (const oms::Resource& r : detached.manifest().resources) {
+      if (r.path == ".") return ".";
+    }
+    const std::string rel = oms::RelInside(DirName(detached.path), file);
+    return rel.empty() ? "." : rel;
+  }
   const std::string prefix = shape.dir.back() == '/' ? shape.dir : shape.dir + "/";
   return file.substr(0, prefix.size()) == prefix ? file.substr(prefix.size()) : file;
 }
@@ -411,7 +418,7 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
     if (auto e = ReadIndexBytes(*shape.index, &*index)) return fail(*e);
     if (detached) {
       std::vector<signer::SignedRange> ranges;
-      const std::string rel = RelInModel(shape, *shape.index);
+      const std::string rel = RelInModel(shape, *shape.index, *detached);
       if (auto e = SignedRangesFor(detached->manifest(), rel, index->bytes.size(), *shape.index,
                                    &ranges)) {
         return fail(*e);
@@ -451,7 +458,7 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
     signer::LoadOptions one = load;
     if (detached) {
       std::vector<signer::SignedRange> ranges;
-      if (auto e = SignedRangesFor(detached->manifest(), RelInModel(shape, file),
+      if (auto e = SignedRangesFor(detached->manifest(), RelInModel(shape, file, *detached),
                                    opened.value().size, file, &ranges)) {
         return fail(*e);
       }

@@ -717,6 +717,17 @@ TEST_CASE("api: a detached-signed directory loads in every mode (Ed25519 and ECD
     // Asked for explicitly, and the same bundle named by path.
     Model det(d.model, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_DETACHED);
     CHECK(det.ok());
+    // One file of the directory, under the directory's bundle named by path;
+    // not named, a file's bundle is FILE.sig, and there is none.
+    const std::string one = d.model + "/one.safetensors", sig = d.model + "/model.sig";
+    for (mg_mode mode : kAllModes) {
+      Model file(one, ring, mode, 0, MG_SIGNATURE_ANY, sig.c_str());
+      CAPTURE(Describe(file.err));
+      REQUIRE(file.ok());
+      ExpectTensors(file.m, d.t1);
+    }
+    Model unnamed(one, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_DETACHED);
+    ExpectError(unnamed, MG_ERR_VERIFY, "MG-API-NO-BUNDLE");
     const std::string moved = d.dir / "elsewhere.sig";
     REQUIRE(::rename((d.model + "/model.sig").c_str(), moved.c_str()) == 0);
     Model named(d.model, ring, MG_MODE_LAZY, 0, MG_SIGNATURE_ANY, moved.c_str());
