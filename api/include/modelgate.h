@@ -115,9 +115,12 @@ typedef struct mg_open_options {
   size_t struct_size;          /* sizeof(mg_open_options); set by mg_open_options_init */
   mg_mode mode;                /* default MG_MODE_EAGER */
   mg_signature_kind signature; /* default MG_SIGNATURE_ANY */
-  /* The detached bundle to use. NULL: DIR/model.sig for a directory,
-   * FILE.sig for a file, when that exists. A bundle that is found but does
-   * not verify is an error: it never falls back to embedded signatures. */
+  /* The detached bundle to use. NULL: DIR/model.sig for a directory (and
+   * for a shard index, DIR being the index's directory), FILE.sig for a
+   * file, when that exists. A bundle that is found but does not verify is
+   * an error: it never falls back to embedded signatures. A bundle named
+   * here for one file may be its directory's (the file is then found by its
+   * path relative to the bundle's directory). */
   const char* bundle_path;
   uint32_t flags;              /* MG_OPEN_* */
   uint32_t hash_threads;       /* 0: one per core */
@@ -185,10 +188,13 @@ mg_status mg_model_metadata_entry(const mg_model* model, size_t file_index, size
                                   size_t* value_len, mg_error* err);
 
 /* mg_model_verification_json is a JSON object saying how the model was
- * verified: {"kind":"embedded"|"detached","mode":"eager"|"lazy"|"copy",
+ * verified (NULL for a NULL model): {"kind":"embedded"|"detached","mode":"eager"|"lazy"|"copy",
  * "keys":[{"name":...,"key_id":...}],"model":...,"version":...,
  * "bundle":{"path":...,"sha256":...}|null,"files":[{"path":...,"sha256":...|null}]}.
- * Owned by the model. */
+ * "keys" are the trusted keys whose signatures verified; "model"/"version"
+ * what they signed (null when nothing was); a file's "sha256" is the
+ * bundle's digest of the whole file (files method), else null. Owned by the
+ * model. */
 const char* mg_model_verification_json(const mg_model* model);
 
 /* ---- scanning ----------------------------------------------------------- */
@@ -199,7 +205,10 @@ const char* mg_model_verification_json(const mg_model* model);
  * document (free it with mg_string_free) and *verdict to the program's
  * exit code: 0 every file passed, 1 a file was rejected. A file that is
  * rejected is MG_OK with *verdict 1; an error status means no report was
- * made (unreadable path, bad policy: the program's exit 2). */
+ * made (unreadable path, bad policy: the program's exit 2). A file the
+ * program could not judge gives that file's first finding (e.g. MG_ERR_IO,
+ * "MG-IO-OPEN"); a policy that cannot be used is MG_ERR_ARGUMENT,
+ * "MG-API-POLICY", with the program's message. */
 mg_status mg_scan(const char* path, const char* policy_path, char** report_json, int* verdict,
                   mg_error* err);
 void mg_string_free(char* s); /* NULL is fine */
