@@ -281,6 +281,15 @@ def check_c_example(prefix, a, fx, d, env):
     must(re.match(r"MG-SIG-MISSING: ", p.stderr) and p.stdout == "", f"unsigned: {p.stderr}")
     p = run([exe, "--pubkey", other, "--pubkey", pubkey, signed], env=run_env)
     must(p.stdout.endswith(LISTING), "second of two keys verifies: " + p.stdout)
+    # A name is printed escaped: quote and backslash, every byte outside
+    # printable ASCII (the parser already refuses control characters).
+    names = os.path.join(d, "names.safetensors")
+    with open(names, "wb") as f:
+        f.write(safetensors([('a"\\\u00e9', "U8", [2], b"\x01\x02")]))
+    run([a.modelgate, "sign", "-q", "--key", os.path.join(d, "trusted.key"), names], env=env)
+    p = run([exe, "--pubkey", pubkey, names], env=run_env)
+    must(p.stdout.endswith('\n  "a\\"\\\\\\xc3\\xa9"  U8  [2]  2 bytes\n'),
+         "escaped name: " + p.stdout)
     run([exe, signed], env=run_env, expect_rc=2)
     run([exe, "--pubkey", pubkey, os.path.join(d, "absent.safetensors")], env=run_env,
         expect_rc=2)
