@@ -15,9 +15,9 @@ libmodelgate.so.0.
 
 install: installs the libmodelgate and libmodelgate-dev components into a
 fresh prefix, checks the file list, the SONAME and that no RPATH/RUNPATH
-is left, and a DESTDIR install of the configured PREFIX, then builds examples/c/load_model.c with `cc -std=c99 ... $(pkg-config
---cflags --libs modelgate)` and examples/cmake-consumer with
-find_package(modelgate), and runs both on a model signed, tampered with and
+is left, and a DESTDIR install of the configured PREFIX, then builds
+examples/c/load_model.c with `cc -std=c99 ... $(pkg-config --cflags --libs
+modelgate)` and examples/cmake-consumer with find_package(modelgate), and runs both on a model signed, tampered with and
 signed by another key, and the C example on a directory under a detached
 ECDSA bundle (fixtures made here with the built modelgate).
 
@@ -135,7 +135,8 @@ def safetensors(tensors):
     [(name, dtype, shape, data)] in data order; header padded with spaces."""
     header, offset = {}, 0
     for name, dtype, shape, data in tensors:
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
@@ -215,16 +216,16 @@ def check_installed_files(prefix, a):
         for name in files:
             found.add(os.path.relpath(os.path.join(root, name), prefix))
     # One per-configuration targets file, whatever the build type is.
-    per_config = {f for f in found
-                  if re.fullmatch(re.escape(os.path.join(a.libdir, "cmake", "modelgate",
-                                                         "modelgateTargets-")) + r"[a-z]+\.cmake", f)}
+    targets_prefix = os.path.join(a.libdir, "cmake", "modelgate", "modelgateTargets-")
+    per_config = {f for f in found if re.fullmatch(re.escape(targets_prefix) + r"[a-z]+\.cmake", f)}
     must(len(per_config) == 1, f"one modelgateTargets-<config>.cmake expected: {sorted(found)}")
     must(found == expected | per_config,
          f"installed files differ: missing {sorted(expected - found)}, "
          f"unexpected {sorted(found - expected - per_config)}")
     must(not os.path.islink(os.path.join(lib, REAL_NAME)), REAL_NAME + " is the file")
     must(os.readlink(os.path.join(lib, SONAME)) == REAL_NAME, SONAME + " -> " + REAL_NAME)
-    must(os.readlink(os.path.join(lib, "libmodelgate.so")) == SONAME, "libmodelgate.so -> " + SONAME)
+    must(os.readlink(os.path.join(lib, "libmodelgate.so")) == SONAME,
+         "libmodelgate.so -> " + SONAME)
     with open(os.path.join(prefix, a.includedir, "modelgate.h"), "rb") as f, \
             open(os.path.join(a.source, "api", "include", "modelgate.h"), "rb") as g:
         must(f.read() == g.read(), "installed modelgate.h is the source's")
