@@ -17,9 +17,10 @@ install: installs the libmodelgate and libmodelgate-dev components into a
 fresh prefix, checks the file list, the SONAME and that no RPATH/RUNPATH
 is left, and a DESTDIR install of the configured PREFIX, then builds
 examples/c/load_model.c with `cc -std=c99 ... $(pkg-config --cflags --libs
-modelgate)` and examples/cmake-consumer with find_package(modelgate), and runs both on a model signed, tampered with and
-signed by another key, and the C example on a directory under a detached
-ECDSA bundle (fixtures made here with the built modelgate).
+modelgate)` and examples/cmake-consumer with find_package(modelgate), and
+runs both on a model signed, tampered with and signed by another key, and
+the C example on a directory under a detached ECDSA bundle (fixtures made
+here with the built modelgate).
 
 Standard library only.
 """
