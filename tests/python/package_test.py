@@ -187,6 +187,15 @@ def every_function_and_constant_of_the_header_is_declared(d):
 
 
 @test
+def importing_modelgate_imports_neither_numpy_nor_torch(d):
+    # scan() and a numpy-only program should not pay for `import torch` (~1.4 s).
+    code, out, err = run_text([PYTHON, "-c", "import sys, modelgate, modelgate.numpy, "
+                               "modelgate.torch; print(sorted(m for m in ('numpy', 'torch') "
+                               "if m in sys.modules))"])
+    eq((code, out.strip()), (0, "[]"), "modules imported by import modelgate\n" + err)
+
+
+@test
 def the_library_is_found_in_the_documented_order(d):
     env = {k: v for k, v in os.environ.items() if k != "MODELGATE_LIBRARY"}
     env["MODELGATE_LIBRARY"] = os.path.join(d, "nope.so")
