@@ -148,13 +148,15 @@ def an_array_keeps_the_model_alive_after_its_handle_and_siblings_go(d):
         gc.collect()
         eq(alive(), None, f"{mode}: freed with the last array")
 
-    f = modelgate.safe_open(path, keys=[key + ".pub"])
-    s = f.get_slice("cube")[1]
-    c = f.get_tensor("c64")
+    with modelgate.safe_open(path, keys=[key + ".pub"], mode="lazy") as f:
+        s = f.get_slice("cube")[1]
+        c = f.get_tensor("c64")
+        later = f.get_slice("f64")
     del f
     gc.collect()
     assert_same(s, want["cube"][1], "a slice outlives its safe_open")
     assert_same(c, want["c64"], "a tensor outlives its safe_open")
+    assert_same(later[2:], want["f64"][2:], "get_slice indexed after close (hashed then)")
 
 
 @test

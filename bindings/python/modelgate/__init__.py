@@ -395,8 +395,9 @@ class _Slice:
     """_Slice is get_slice's answer, as safetensors' PySafeSlice:
     get_shape(), get_dtype() and numpy-style indexing of the verified view."""
 
-    def __init__(self, handle, info):
+    def __init__(self, handle, model, info):
         self._handle = handle
+        self._model = model  # a slice, as a tensor, outlives its handle's close()
         self._info = info
 
     def get_shape(self):
@@ -411,7 +412,7 @@ class _Slice:
         return self._info.shape[0]
 
     def __getitem__(self, index):
-        return self._handle._get(self._info, _HOST_ORDER)[index]
+        return self._handle._get(self._info, _HOST_ORDER, self._model)[index]
 
 
 class safe_open:
@@ -485,8 +486,8 @@ class safe_open:
         """get_tensor is the verified tensor `name` (zero-copy)."""
         return self._get(self._open_model().find(name), _HOST_ORDER)
 
-    def _get(self, info, host_order):
-        model = self._open_model()
+    def _get(self, info, host_order, model=None):
+        model = model or self._open_model()
         # The dtype is judged first: a tensor that cannot be represented is
         # refused without hashing it.
         try:
@@ -505,7 +506,8 @@ class safe_open:
     def get_slice(self, name):
         """get_slice(name)[...] indexes the verified tensor numpy-style;
         get_shape() and get_dtype() read only the header."""
-        return _Slice(self, self._open_model().find(name))
+        model = self._open_model()
+        return _Slice(self, model, model.find(name))
 
     def metadata(self, file=None):
         """metadata is the signed __metadata__ (without the signature's own
