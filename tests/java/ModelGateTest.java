@@ -2,6 +2,7 @@ import dev.modelgate.ModelGate;
 import dev.modelgate.ModelGate.Mode;
 import dev.modelgate.ModelGate.Options;
 import dev.modelgate.ModelGateException;
+import dev.modelgate.ScanReport;
 import dev.modelgate.Tensor;
 import dev.modelgate.VerifiedModel;
 import java.io.ByteArrayOutputStream;
@@ -91,6 +92,7 @@ public final class ModelGateTest {
     section("keys", () -> keys(signed, unsigned, trusted, other));
     section("sharded set, embedded signatures", () -> sharded(trusted));
     section("ECDSA detached directory", () -> detached(ec, trusted));
+    section("scan", () -> scan(signed));
     section("use after close", () -> afterClose(signed, trusted));
     section("buffers keep the model mapped", () -> lifetime(signed, trusted));
     section("threads", () -> threads(signed, trusted));
@@ -472,6 +474,23 @@ public final class ModelGateTest {
       expectMg("MG-OMS-FILE-CHANGED", () -> m.tensor("b.ids"), "lazy: and again");
       check(m.tensor("a.w").data().getFloat(4) == -8f, "lazy: the untouched file still reads");
     }
+  }
+
+  private static void scan(Path signed) throws Exception {
+    ScanReport good = ModelGate.scan(signed);
+    check(good.passed() && good.verdict() == 0, "scan: the signed model passes");
+    check(good.json().contains("\"modelgate.report/v1\""), "scan: the report's schema");
+    Path trailing = work.resolve("trailing.safetensors");
+    byte[] bytes = Files.readAllBytes(signed);
+    Files.write(trailing, java.util.Arrays.copyOf(bytes, bytes.length + 5));
+    ScanReport bad = ModelGate.scan(trailing);
+    check(!bad.passed() && bad.verdict() == 1, "scan: trailing bytes are rejected");
+    check(bad.json().contains("\"MG-ST-TRAILING-BYTES\""), "scan: the finding " + bad.json());
+    ModelGateException e = expectMg("MG-IO-OPEN",
+        () -> ModelGate.scan(work.resolve("absent.safetensors")), "scan: a missing file");
+    check(e == null || e.status() == ModelGateException.Status.IO, "scan: missing is IO");
+    expectMg("MG-API-POLICY", () -> ModelGate.scan(signed, work.resolve("absent.yaml")),
+        "scan: a policy that cannot be read");
   }
 
   private static void afterClose(Path file, PublicKey key) throws Exception {

@@ -394,3 +394,46 @@ JNIEXPORT jbyteArray JNICALL Java_dev_modelgate_Native_verificationJson(JNIEnv* 
   if (j == NULL) j = "";
   return Bytes(env, j, strlen(j));
 }
+
+JNIEXPORT jobjectArray JNICALL Java_dev_modelgate_Native_scan(JNIEnv* env, jclass cls,
+                                                              jbyteArray path,
+                                                              jbyteArray policy) {
+  (void)cls;
+  char* cpath = CString(env, path);
+  if (cpath == NULL) return NULL;
+  char* cpolicy = NULL;
+  if (policy != NULL) {
+    cpolicy = CString(env, policy);
+    if (cpolicy == NULL) {
+      free(cpath);
+      return NULL;
+    }
+  }
+  char* report = NULL;
+  int verdict = 2;
+  mg_error err;
+  mg_status s = mg_scan(cpath, cpolicy, &report, &verdict, &err);
+  free(cpolicy);
+  free(cpath);
+  if (s != MG_OK) {
+    mg_string_free(report);
+    Throw(env, &err);
+    return NULL;
+  }
+  if (report == NULL) {
+    ThrowNew(env, "java/lang/IllegalStateException", "modelgate: mg_scan gave no report");
+    return NULL;
+  }
+  jbyteArray json = Bytes(env, report, strlen(report));
+  mg_string_free(report);
+  if (json == NULL) return NULL;
+  jintArray verdict_array = (*env)->NewIntArray(env, 1);
+  if (verdict_array == NULL) return NULL;
+  jint v = (jint)verdict;
+  (*env)->SetIntArrayRegion(env, verdict_array, 0, 1, &v);
+  jobjectArray out = (*env)->NewObjectArray(env, 2, g_object_class, NULL);
+  if (out == NULL) return NULL;
+  (*env)->SetObjectArrayElement(env, out, 0, json);
+  (*env)->SetObjectArrayElement(env, out, 1, verdict_array);
+  return out;
+}

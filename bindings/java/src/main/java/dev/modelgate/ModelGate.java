@@ -222,6 +222,26 @@ public final class ModelGate {
     return new VerifiedModel(new Handle(model), options.mode());
   }
 
+  /** scan is {@link #scan(Path, Path) scan(path, null)}: the default rules, no policy. */
+  public static ScanReport scan(Path path) throws ModelGateException {
+    return scan(path, null);
+  }
+
+  /**
+   * scan judges the file or directory at {@code path} without loading anything, as {@code
+   * modelgate scan -f json PATH} does ({@code policy} null) or as {@code modelgate check --policy
+   * POLICY -f json PATH}. A rejected file is a report that did not pass, not an exception.
+   *
+   * @throws ModelGateException when no report could be made: an unreadable path (the file's first
+   *     finding, e.g. MG-IO-OPEN), a policy that cannot be used (MG-API-POLICY).
+   */
+  public static ScanReport scan(Path path, Path policy) throws ModelGateException {
+    Objects.requireNonNull(path, "path");
+    Object[] r = Native.scan(pathBytes(path), policy == null ? null : pathBytes(policy));
+    return new ScanReport(
+        new String((byte[]) r[0], StandardCharsets.UTF_8), ((int[]) r[1])[0]);
+  }
+
   /** pem is the "PUBLIC KEY" PEM block of key's SubjectPublicKeyInfo DER. */
   private static byte[] pem(PublicKey key, int index) {
     byte[] der = key.getEncoded();

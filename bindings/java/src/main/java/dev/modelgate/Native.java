@@ -132,4 +132,10 @@ final class Native {
       throws ModelGateException;
 
   static native byte[] verificationJson(long model);
+
+  /**
+   * scan is mg_scan: {byte[] reportJson, int[] {verdict}}; policy null: no policy (scan), else
+   * as check --policy.
+   */
+  static native Object[] scan(byte[] path, byte[] policy) throws ModelGateException;
 }
