@@ -336,6 +336,15 @@ public final class ModelGateTest {
     try (VerifiedModel m = ModelGate.openVerified(signed, List.of(other, trusted))) {
       check(m.tensor("weight").data().getFloat(0) == 0.5f, "one trusted key among two");
     }
+    try (VerifiedModel m = ModelGate.openVerified(signed, List.of(trusted),
+        Options.defaults().withHashThreads(1).withSignature(ModelGate.Signature.EMBEDDED))) {
+      check(m.tensor("ids").data().getLong(0) == IDS[0], "one hash thread, embedded only");
+    }
+    expectThrows(IllegalArgumentException.class, () -> Options.defaults().withHashThreads(-1),
+        "withHashThreads(-1)");
+    expectMg("MG-API-NO-BUNDLE", () -> ModelGate.openVerified(signed, List.of(trusted),
+        Options.defaults().withSignature(ModelGate.Signature.DETACHED)),
+        "DETACHED required, no bundle");
     expectMg("MG-SIG-MISSING", () -> ModelGate.openVerified(unsigned, List.of(trusted)),
         "unsigned");
     e = expectThrows(ModelGateException.class,
