@@ -123,7 +123,7 @@ typedef struct mg_open_options {
    * path relative to the bundle's directory). */
   const char* bundle_path;
   uint32_t flags;              /* MG_OPEN_* */
-  uint32_t hash_threads;       /* 0: one per core */
+  uint32_t hash_threads;       /* 0: one per core; at most 256 (else MG_ERR_ARGUMENT) */
 } mg_open_options;
 
 /* mg_open_options_init sets the defaults (and struct_size). */

@@ -57,6 +57,11 @@ struct ApiError {
   std::string message;
 };
 
+// kMaxHashThreads bounds mg_open_options.hash_threads: each is a thread the
+// loader starts (lazy check_all may start one per tensor up to it), and a
+// failure to start one midway cannot be undone cleanly.
+inline constexpr uint32_t kMaxHashThreads = 256;
+
 // StatusOf is the mg_status category of a core::Code.
 mg_status StatusOf(core::Code code);
 // FromCore is `e` about `file`, with FindingId(e.code) as its id.

@@ -74,6 +74,11 @@ MG_EXPORT mg_status mg_open(const char* path, const mg_keyring* keys, const mg_o
       return Fill(err, Make(MG_ERR_UNSUPPORTED, "MG-API-UNSUPPORTED",
                             "mg_open: unknown flags " + std::to_string(o.flags & ~MG_OPEN_WRITABLE)));
     }
+    if (o.hash_threads > modelgate::api::kMaxHashThreads) {
+      return Fill(err, Argument("mg_open: hash_threads is " + std::to_string(o.hash_threads) +
+                                ", over the limit of " +
+                                std::to_string(modelgate::api::kMaxHashThreads)));
+    }
     if (o.signature == MG_SIGNATURE_EMBEDDED && o.bundle_path != nullptr) {
       return Fill(err, Argument("mg_open: bundle_path given with MG_SIGNATURE_EMBEDDED"));
     }

@@ -12,8 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -447,6 +449,17 @@ TEST_CASE("api: NULL and invalid arguments are MG_ERR_ARGUMENT, never a crash") 
   mg_open_options_init(&o);
   o.flags = 0x80;
   CHECK(mg_open(f.path.c_str(), ring.keys, &o, &out, &err) == MG_ERR_UNSUPPORTED);
+  CHECK(out == nullptr);
+  // hash_threads: at most 256.
+  mg_open_options_init(&o);
+  o.mode = MG_MODE_LAZY;
+  o.hash_threads = 256;
+  REQUIRE(mg_open(f.path.c_str(), ring.keys, &o, &out, &err) == MG_OK);
+  CHECK(mg_model_check_all(out, &err) == MG_OK);
+  mg_model_free(out);
+  o.hash_threads = 257;
+  CHECK(mg_open(f.path.c_str(), ring.keys, &o, &out, &err) == MG_ERR_ARGUMENT);
+  CHECK(std::string(err.message).find("hash_threads") != std::string::npos);
   CHECK(out == nullptr);
 
   CHECK(mg_model_file_count(nullptr) == 0);
@@ -954,4 +967,45 @@ TEST_CASE("api: mg_scan errors make no report") {
   CHECK(mg_scan((dir / "a.safetensors").c_str(), nullptr, nullptr, &verdict, &err) == MG_ERR_ARGUMENT);
   CHECK(mg_scan((dir / "a.safetensors").c_str(), nullptr, &report, nullptr, &err) == MG_ERR_ARGUMENT);
   mg_string_free(nullptr);
+}
+
+TEST_CASE("api: lazy tensors checked from many threads: one outcome per tensor") {
+  SignedFile f;
+  Ring ring({f.keys.pub});
+  Bytes bad = f.bytes;
+  bad[f.DataOffset("layer.1.weight") + 1] ^= 0x01;
+  WriteFile(f.path, bad);
+  Model m(f.path, ring, MG_MODE_LAZY);
+  REQUIRE(m.ok());
+  const size_t n = mg_model_tensor_count(m.m);
+  std::atomic<int> ok{0}, failed{0}, wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (size_t i = 0; i < n; ++i) {
+        mg_tensor_info info;
+        mg_error err;
+        if (mg_model_tensor_info(m.m, i, &info, &err) != MG_OK) {
+          ++wrong;
+          continue;
+        }
+        const void* data = nullptr;
+        uint64_t len = 0;
+        const mg_status s = mg_model_tensor_data(m.m, i, &data, &len, &err);
+        const bool tampered = std::string(info.name) == "layer.1.weight";
+        if (s == MG_OK && !tampered && len == info.byte_length) {
+          ++ok;
+        } else if (s == MG_ERR_VERIFY && tampered &&
+                   std::string(err.id) == "MG-SIG-TENSOR-MISMATCH") {
+          ++failed;
+        } else {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(wrong == 0);
+  CHECK(failed == 8);
+  CHECK(ok == static_cast<int>(8 * (n - 1)));
 }
