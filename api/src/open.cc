@@ -329,7 +329,9 @@ std::string VerificationJson(const mg_model& model, mg_mode mode,
     for (size_t i = 0; i < v.kids.size(); ++i) {
       add_key(v.kids[i], i < v.key_names.size() ? v.key_names[i] : KeyName(keys, v.kids[i]));
     }
-    model_name = Utf8(detached->manifest().subject_name);
+    if (!detached->manifest().subject_name.empty()) {
+      model_name = Utf8(detached->manifest().subject_name);
+    }
     if (detached->manifest().version) version = *detached->manifest().version;
   } else {
     for (const mg_model::File& f : model.files) {
@@ -337,10 +339,9 @@ std::string VerificationJson(const mg_model& model, mg_mode mode,
         if (rc.outcome != signer::RecordCheck::Outcome::kVerified) continue;
         const std::string kid = core::HexLower(rc.record.kid);
         add_key(kid, rc.key_name.empty() ? KeyName(keys, kid) : rc.key_name);
-        if (model_name.is_null()) {
-          model_name = Utf8(rc.record.model);
-          version = rc.record.version;
-        }
+        // As the reports: an empty model name and version 0 are "none".
+        if (model_name.is_null() && !rc.record.model.empty()) model_name = Utf8(rc.record.model);
+        if (version.is_null() && rc.record.version != 0) version = rc.record.version;
       }
     }
   }

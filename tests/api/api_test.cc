@@ -653,6 +653,21 @@ TEST_CASE("api: a shard of another signed set, or a missing shard, is refused") 
   }
 }
 
+TEST_CASE("api: verification JSON says null for no model name and version 0") {
+  TempDir dir;
+  Keys keys(dir);
+  const std::string path = dir / "m.safetensors";
+  WriteFile(path, Safetensors(kTensors));
+  REQUIRE(Run("sign -q --key " + keys.priv + " " + path) == 0);
+  Ring ring({keys.pub});
+  Model m(path, ring, MG_MODE_COPY);
+  REQUIRE(m.ok());
+  json v = json::parse(mg_model_verification_json(m.m));
+  CHECK(v["model"].is_null());
+  CHECK(v["version"].is_null());
+  CHECK(v["files"][0]["sha256"].is_null());
+}
+
 TEST_CASE("api: a directory of separately signed files loads; a name in two files is refused") {
   TempDir dir;
   Keys keys(dir);
