@@ -267,6 +267,12 @@ def keys_may_be_pem_text_bytes_or_paths(d):
     eq(e.status, modelgate.Status.IO, "a missing file")
     raises(TypeError, lambda: modelgate.numpy.load_file(path, keys=[42]), "a key of another type")
     raises(ValueError, lambda: modelgate.numpy.load_file(path, keys=[pub], mode="fast"), "mode")
+    raises(ValueError, lambda: modelgate.numpy.load_file(path, keys=[pub], hash_threads=-1),
+           "hash_threads -1 (ctypes would make it 2**32-1)")
+    eq(len(modelgate.numpy.load_file(path, keys=[pub], hash_threads=1)), 16, "hash_threads=1")
+    e = raises(modelgate.Error, lambda: modelgate.numpy.load_file(path, keys=[pub],
+                                                                  hash_threads=100000), "100000")
+    eq(e.status, modelgate.Status.ARGUMENT, "the library's limit on hash_threads")
     e = raises(modelgate.Error, lambda: modelgate.safe_open(path, framework="tf", keys=[pub]), "tf")
     eq(e.status, modelgate.Status.ARGUMENT, "an unknown framework")
 

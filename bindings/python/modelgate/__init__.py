@@ -217,6 +217,10 @@ class _Model:
             raise ValueError(f"mode must be one of {sorted(_MODES)}, not {mode!r}")
         if signature not in _SIGNATURES:
             raise ValueError(f"signature must be one of {sorted(_SIGNATURES)}, not {signature!r}")
+        # ctypes would wrap -1 to 2**32-1 silently.
+        if not isinstance(hash_threads, int) or not 0 <= hash_threads < 2 ** 32:
+            raise ValueError(f"hash_threads must be an int >= 0 (0: one per core), not "
+                             f"{hash_threads!r}")
         self.keyring = keys if isinstance(keys, _Keyring) else _Keyring(keys)
         opts = _capi.mg_open_options()
         _lib.mg_open_options_init(ctypes.byref(opts))
