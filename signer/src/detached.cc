@@ -822,9 +822,9 @@ BundleVerdict VerifyBundle(const Bundle& bundle, std::span<const PublicKey> trus
     v.status = SigStatus::kUntrusted;
     v.why = Reason::kUntrusted;
     v.reason = Error{Code::kSigUntrusted, core::kNoOffset,
-                     (n == 1 ? std::string("the bundle's signature")
-                             : "none of the bundle's " + std::to_string(n) + " signatures") +
-                         " verifies under a trusted key" +
+                     (n == 1 ? std::string("the bundle's signature does not verify")
+                             : "none of the bundle's " + std::to_string(n) + " signatures verifies") +
+                         " under a trusted key" +
                          (bundle.hint.empty() ? std::string() : " (key hint " + bundle.hint + ")")};
   } else {
     v.status = SigStatus::kInvalid;

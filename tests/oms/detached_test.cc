@@ -249,6 +249,8 @@ TEST_CASE("oms: another key is untrusted, a trusted key named by the hint that f
   auto r = VerifyDir(kModel, kMs + "/files-p256.sig", {Pub("p384")});
   CHECK(r.bundle.status == SigStatus::kUntrusted);
   CHECK(r.bundle.why == Reason::kUntrusted);
+  CHECK_THAT(r.bundle.reason.message,
+             Catch::StartsWith("the bundle's signature does not verify under a trusted key"));
   CHECK(r.files.empty());  // nothing hashed for an untrusted bundle
   CHECK_FALSE(r.ok());
 
