@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "modelgate.h"
@@ -105,6 +107,17 @@ mg_status Guard(mg_error* err, Body&& body) noexcept {
       return MG_ERR_INTERNAL;
     }
   }
+}
+
+// RawValue is the integer a C caller stored in an enum-typed field or
+// argument, read without an enum load: C allows any int there, and in C++
+// loading a value outside the enum's range is undefined.
+template <typename E>
+std::underlying_type_t<E> RawValue(const E& e) {
+  std::underlying_type_t<E> v;
+  static_assert(sizeof v == sizeof e);
+  std::memcpy(&v, &e, sizeof v);
+  return v;
 }
 
 // Argument is the MG_ERR_ARGUMENT error (MG-API-ARGUMENT) saying `message`.

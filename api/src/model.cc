@@ -60,15 +60,16 @@ MG_EXPORT mg_status mg_open(const char* path, const mg_keyring* keys, const mg_o
       }
       o = *opts;
     }
-    if (o.mode != MG_MODE_EAGER && o.mode != MG_MODE_LAZY && o.mode != MG_MODE_COPY) {
+    const auto mode = modelgate::api::RawValue(o.mode);
+    if (mode != MG_MODE_EAGER && mode != MG_MODE_LAZY && mode != MG_MODE_COPY) {
       return Fill(err, Make(MG_ERR_UNSUPPORTED, "MG-API-UNSUPPORTED",
-                            "mg_open: unknown mode " + std::to_string(static_cast<int>(o.mode))));
+                            "mg_open: unknown mode " + std::to_string(mode)));
     }
-    if (o.signature != MG_SIGNATURE_ANY && o.signature != MG_SIGNATURE_EMBEDDED &&
-        o.signature != MG_SIGNATURE_DETACHED) {
+    const auto signature = modelgate::api::RawValue(o.signature);
+    if (signature != MG_SIGNATURE_ANY && signature != MG_SIGNATURE_EMBEDDED &&
+        signature != MG_SIGNATURE_DETACHED) {
       return Fill(err, Make(MG_ERR_UNSUPPORTED, "MG-API-UNSUPPORTED",
-                            "mg_open: unknown signature kind " +
-                                std::to_string(static_cast<int>(o.signature))));
+                            "mg_open: unknown signature kind " + std::to_string(signature)));
     }
     if ((o.flags & ~MG_OPEN_WRITABLE) != 0) {
       return Fill(err, Make(MG_ERR_UNSUPPORTED, "MG-API-UNSUPPORTED",

@@ -2,6 +2,7 @@
 // plumbing every entry point shares (api_internal.h).
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "api_internal.h"
 
@@ -101,17 +102,11 @@ MG_EXPORT const char* mg_version(void) { return "0.1.0"; }
 MG_EXPORT uint32_t mg_api_version(void) { return MG_API_VERSION; }
 
 MG_EXPORT const char* mg_status_name(mg_status status) {
-  switch (status) {
-    case MG_OK: return "ok";
-    case MG_ERR_ARGUMENT: return "argument";
-    case MG_ERR_IO: return "io";
-    case MG_ERR_FORMAT: return "format";
-    case MG_ERR_VERIFY: return "verify";
-    case MG_ERR_KEY: return "key";
-    case MG_ERR_UNSUPPORTED: return "unsupported";
-    case MG_ERR_INTERNAL: return "internal";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"ok",     "argument", "io",          "format",
+                                           "verify", "key",      "unsupported", "internal"};
+  const auto v = static_cast<int64_t>(modelgate::api::RawValue(status));
+  if (v < 0 || v >= static_cast<int64_t>(std::size(kNames))) return "unknown";
+  return kNames[v];
 }
 
 MG_EXPORT void mg_open_options_init(mg_open_options* opts) {
