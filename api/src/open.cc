@@ -167,7 +167,8 @@ std::optional<ApiError> ReadIndexBytes(const std::string& path, IndexFile* out) 
   return std::nullopt;
 }
 
-ApiError OmsError(oms::Reason why, std::string message, const std::string& file) {
+ApiError OmsError(oms::Reason why, std::string message, const std::string& file,
+                  uint64_t offset = core::kNoOffset) {
   mg_status status = MG_ERR_VERIFY;
   switch (why) {
     case oms::Reason::kMalformed:
@@ -178,7 +179,7 @@ ApiError OmsError(oms::Reason why, std::string message, const std::string& file)
     case oms::Reason::kLimit: status = MG_ERR_FORMAT; break;
     default: break;
   }
-  return Make(status, oms::ReasonId(why), core::Quoted(file, 512) + ": " + message, file);
+  return Make(status, oms::ReasonId(why), core::Quoted(file, 512) + ": " + message, file, offset);
 }
 
 // SignedRangesFor is what the bundle signed of the file `rel` of `size`
@@ -430,7 +431,7 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
         if (got != r.digest) {
           return fail(OmsError(oms::Reason::kFileChanged,
                                "file " + core::Quoted(rel) + " changed since it was signed",
-                               *shape.index));
+                               *shape.index, r.range.offset));
         }
       }
     }
@@ -472,7 +473,8 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
     if (!loaded.ok()) {
       if (detached && loaded.error().code == Code::kSigTensorMismatch) {
         return fail(OmsError(oms::Reason::kFileChanged,
-                             "changed since it was signed: " + loaded.error().message, file));
+                             "changed since it was signed: " + loaded.error().message, file,
+                             loaded.error().offset));
       }
       return fail(About(loaded.error(), file));
     }

@@ -1024,3 +1024,53 @@ TEST_CASE("api: lazy tensors checked from many threads: one outcome per tensor")
   CHECK(failed == 8);
   CHECK(ok == static_cast<int>(8 * (n - 1)));
 }
+
+TEST_CASE("api: model_signing 1.1.1 bundles (files and shards methods) load the set") {
+  const std::string oms = MG_OMS_FIXTURES;
+  TempDir dir;
+  const std::string model = dir / "model";
+  REQUIRE(Run("--version") == 0);  // the program runs; cp is the shell's
+  REQUIRE(std::system(("cp -r " + oms + "/model " + model).c_str()) == 0);
+  const std::string shard1 = model + "/model-00001-of-00002.safetensors";
+  struct Case {
+    const char* sig;
+    const char* key;
+  };
+  for (const Case& c : {Case{"files-p256.sig", "p256"}, Case{"files-p384.sig", "p384"},
+                        Case{"files-p521.sig", "p521"}, Case{"shards40-p256.sig", "p256"}}) {
+    Ring ring({oms + "/keys/" + c.key + ".pub.pem"});
+    const std::string sig = oms + "/model_signing_1.1.1/" + c.sig;
+    for (mg_mode mode : kAllModes) {
+      CAPTURE(c.sig, ModeName(mode));
+      Model m(model, ring, mode, 0, MG_SIGNATURE_DETACHED, sig.c_str());
+      CAPTURE(Describe(m.err));
+      REQUIRE(m.ok());
+      CHECK(mg_model_file_count(m.m) == 2);
+      CHECK(mg_model_tensor_count(m.m) > 0);
+      CHECK(mg_model_check_all(m.m, &m.err) == MG_OK);
+      json v = json::parse(mg_model_verification_json(m.m));
+      CHECK(v["kind"] == "detached");
+      CHECK(v["files"][0]["sha256"].is_null() == (std::string(c.sig).rfind("shards", 0) == 0));
+    }
+  }
+  // One file signed alone: its resource is ".".
+  {
+    Ring ring({oms + "/keys/p256.pub.pem"});
+    const std::string sig = oms + "/model_signing_1.1.1/single-file-p256.sig";
+    Model m(shard1, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_ANY, sig.c_str());
+    CAPTURE(Describe(m.err));
+    CHECK(m.ok());
+  }
+  // Shards method: the changed 40-byte shard is named by its offset.
+  Bytes bad = ReadFile(shard1);
+  bad[130] ^= 0x01;
+  WriteFile(shard1, bad);
+  Ring ring({oms + "/keys/p256.pub.pem"});
+  const std::string sig = oms + "/model_signing_1.1.1/shards40-p256.sig";
+  for (mg_mode mode : {MG_MODE_EAGER, MG_MODE_COPY}) {
+    Model m(model, ring, mode, 0, MG_SIGNATURE_DETACHED, sig.c_str());
+    ExpectError(m, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
+    CHECK(m.err.offset == 120);
+    CHECK(std::string(m.err.file) == shard1);
+  }
+}
