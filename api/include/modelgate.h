@@ -138,6 +138,7 @@ typedef struct mg_model mg_model;
  *    STSIG set records) or covered by the bundle together with the index;
  *  - a directory: the one shard index directly in it, else every
  *    *.safetensors file directly in it (at least one).
+ * At most 4096 safetensors files (else MG_ERR_FORMAT, "MG-API-LAYOUT").
  * Tensor names must be unique across the files. `opts` NULL: defaults.
  * Nothing is handed out unless every check the mode makes up front passed;
  * on failure *out is NULL and *err says why. No path is opened twice. */

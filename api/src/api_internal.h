@@ -64,6 +64,11 @@ struct ApiError {
 // failure to start one midway cannot be undone cleanly.
 inline constexpr uint32_t kMaxHashThreads = 256;
 
+// kMaxModelFiles bounds the safetensors files of one model (a directory's,
+// or an index's shards): each keeps a mapping (vm.max_map_count is 65530 by
+// default) and, in lazy mode, a descriptor open. Real models have hundreds.
+inline constexpr size_t kMaxModelFiles = 4096;
+
 // StatusOf is the mg_status category of a core::Code.
 mg_status StatusOf(core::Code code);
 // FromCore is `e` about `file`, with FindingId(e.code) as its id.

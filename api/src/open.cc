@@ -55,6 +55,11 @@ ApiError Layout(const std::string& path, std::string message) {
   return Make(MG_ERR_FORMAT, "MG-API-LAYOUT", core::Quoted(path, 512) + ": " + message, path);
 }
 
+ApiError TooManyFiles(const std::string& path) {
+  return Layout(path, "a model of more than " + std::to_string(kMaxModelFiles) +
+                          " safetensors files (kMaxModelFiles)");
+}
+
 // Shape is what mg_open found at the path.
 struct Shape {
   std::string dir;                  // the model's root: the directory, or the file's directory
@@ -102,33 +107,29 @@ std::optional<ApiError> Survey(const std::string& path, Shape* shape) {
                              std::string("cannot list: ") + std::strerror(errno)},
                  path);
   }
+  // Only what is loaded is kept: the first two index names (one is the
+  // model, two an error) and at most kMaxModelFiles + 1 safetensors names.
   std::vector<std::string> indexes, tensors_files;
-  size_t entries = 0;
-  std::optional<ApiError> failure;
+  size_t index_count = 0;
   for (errno = 0; dirent* e = ::readdir(d); errno = 0) {
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
-    if (++entries > oms::kMaxModelFiles) {
-      failure = Layout(path, "more than " + std::to_string(oms::kMaxModelFiles) + " entries");
-      break;
-    }
     if (core::IsShardIndexName(name)) {
-      indexes.push_back(name);
-    } else if (EndsWith(name, ".safetensors")) {
+      if (++index_count <= 2) indexes.push_back(name);
+    } else if (EndsWith(name, ".safetensors") && tensors_files.size() <= kMaxModelFiles) {
       tensors_files.push_back(name);
     }
   }
   const int read_errno = errno;
   ::closedir(d);
-  if (failure) return failure;
   if (read_errno != 0) {
     return About(core::Error{Code::kIoRead, core::kNoOffset,
                              std::string("cannot list: ") + std::strerror(read_errno)},
                  path);
   }
-  if (indexes.size() > 1) {
+  if (index_count > 1) {
     std::sort(indexes.begin(), indexes.end());
-    return Layout(path, "holds " + std::to_string(indexes.size()) + " shard indexes (" +
+    return Layout(path, "holds " + std::to_string(index_count) + " shard indexes (" +
                             core::Quoted(indexes[0]) + ", " + core::Quoted(indexes[1]) +
                             "): open the one to load");
   }
@@ -137,6 +138,7 @@ std::optional<ApiError> Survey(const std::string& path, Shape* shape) {
     return std::nullopt;
   }
   if (tensors_files.empty()) return Layout(path, "holds no .safetensors file and no shard index");
+  if (tensors_files.size() > kMaxModelFiles) return TooManyFiles(path);
   std::sort(tensors_files.begin(), tensors_files.end());
   for (const std::string& n : tensors_files) shape->files.push_back(Join(path, n));
   return std::nullopt;
@@ -438,6 +440,7 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
     auto parsed = core::ParseShardIndex(index->bytes, load.verify.limits);
     if (!parsed.ok()) return fail(About(parsed.error(), *shape.index));
     index->index = std::move(parsed).value();
+    if (index->index.shards.size() > kMaxModelFiles) return fail(TooManyFiles(*shape.index));
     for (const std::string& shard : index->index.shards) shape.files.push_back(Join(shape.dir, shard));
   }
 

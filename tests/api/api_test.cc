@@ -1074,3 +1074,45 @@ TEST_CASE("api: model_signing 1.1.1 bundles (files and shards methods) load the 
     CHECK(std::string(m.err.file) == shard1);
   }
 }
+
+TEST_CASE("api: at most 4096 safetensors files: 4096 are opened, 4097 refused first") {
+  TempDir dir;
+  Keys keys(dir);
+  Ring ring({keys.pub});
+  const std::string model = dir / "m";
+  REQUIRE(::mkdir(model.c_str(), 0755) == 0);
+  const Bytes unsigned_file = Safetensors({{"x", "U8", {1}, 1, 1}});
+  char name[32];
+  for (int i = 0; i < 4096; ++i) {
+    std::snprintf(name, sizeof name, "/f%05d.safetensors", i);
+    WriteFile(model + name, unsigned_file);
+  }
+  // At the limit the files are opened (the first is unsigned).
+  Model at(model, ring, MG_MODE_EAGER);
+  ExpectError(at, MG_ERR_VERIFY, "MG-SIG-MISSING");
+  WriteFile(model + "/f04096.safetensors", unsigned_file);
+  Model over(model, ring, MG_MODE_EAGER);
+  ExpectError(over, MG_ERR_FORMAT, "MG-API-LAYOUT");
+  CHECK(std::string(over.err.message).find("4096") != std::string::npos);
+}
+
+TEST_CASE("api: an index is read only up to 64 MiB, and a directory holds one") {
+  TempDir dir;
+  Keys keys(dir);
+  Ring ring({keys.pub});
+  const std::string index = dir / "model.safetensors.index.json";
+  // Sparse files: nothing is written, the size is what is judged.
+  for (const auto& [size, id] : {std::pair<off_t, const char*>{off_t{64} << 20, "MG-SET-INDEX"},
+                                 std::pair<off_t, const char*>{(off_t{64} << 20) + 1, "MG-SET-LIMIT"}}) {
+    CAPTURE(size);
+    WriteText(index, "");
+    REQUIRE(::truncate(index.c_str(), size) == 0);
+    Model m(index, ring, MG_MODE_EAGER);
+    ExpectError(m, MG_ERR_FORMAT, id);
+  }
+  WriteText(index, "{}");
+  WriteText(dir / "other.safetensors.index.json", "{}");
+  Model two(dir.path, ring, MG_MODE_EAGER);
+  ExpectError(two, MG_ERR_FORMAT, "MG-API-LAYOUT");
+  CHECK(std::string(two.err.message).find("2 shard indexes") != std::string::npos);
+}
