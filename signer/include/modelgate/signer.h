@@ -430,7 +430,8 @@ std::string_view LoadModeName(LoadMode mode);
 // MapSharing chooses MAP_SHARED or MAP_PRIVATE for eager and lazy mappings
 // (ignored by kCopy). Either is PROT_READ. Neither isolates the views from
 // writes by others to the inode (see above); kPrivate only matters to callers
-// who later mprotect the pages writable, which this API does not offer.
+// who later mprotect the pages writable (LoadOptions::writable does that for
+// them, and always maps MAP_PRIVATE).
 enum class MapSharing : uint8_t { kShared, kPrivate };
 
 // SignedRange is a byte range of a file with the SHA-256 a detached bundle
