@@ -5,11 +5,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "api_internal.h"
 #include "modelgate/detached.h"
@@ -369,6 +372,86 @@ std::string VerificationJson(const mg_model& model, mg_mode mode,
   return j.dump();
 }
 
+// HashThreads is the hash_threads option with 0 as one per core.
+unsigned HashThreads(uint32_t option) {
+  if (option != 0) return option;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// OuterThreads is how many files are verified at once.
+unsigned OuterThreads(uint32_t option, size_t files) {
+  return static_cast<unsigned>(std::clamp<size_t>(files, 1, HashThreads(option)));
+}
+
+// RunOnThreads runs `work` (noexcept) on up to `threads` threads, this one
+// included; a thread that cannot be started leaves its share to the others.
+template <typename Work>
+void RunOnThreads(unsigned threads, Work& work) {
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (...) {
+      break;
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+// LoadOne opens `file` once and verifies it (embedded, or against the
+// bundle's ranges for it); on failure *err says why and nothing is kept.
+std::optional<mg_model::File> LoadOne(const Shape& shape, bool from_index,
+                                      const Detached* detached,
+                                      std::span<const signer::PublicKey> keys,
+                                      const signer::LoadOptions& load, const std::string& file,
+                                      std::optional<ApiError>* err) {
+  mg_model::File f;
+  f.path = file;
+  auto opened = core::OpenRegularFile(file, false);
+  if (!opened.ok()) {
+    *err = About(opened.error(), file);
+    struct stat sb {};
+    if (from_index && ::lstat(file.c_str(), &sb) != 0 && errno == ENOENT) {
+      *err = About(core::Error{Code::kSetShardMissing, core::kNoOffset,
+                               "shard listed by the index is missing"},
+                   file);
+    }
+    return std::nullopt;
+  }
+  signer::LoadOptions one = load;
+  if (detached != nullptr) {
+    std::vector<signer::SignedRange> ranges;
+    if (auto e = SignedRangesFor(detached->manifest(), RelInModel(shape, file, *detached),
+                                 opened.value().size, file, &ranges)) {
+      *err = std::move(e);
+      return std::nullopt;
+    }
+    if (detached->manifest().method == oms::Method::kFiles && ranges.size() == 1) {
+      f.sha256 = ranges[0].digest;
+    }
+    one.detached = std::move(ranges);
+  }
+  auto verified = signer::OpenVerifiedFile(std::move(opened).value(), file, keys, one);
+  if (!verified.ok()) {
+    if (detached != nullptr && verified.error().code == Code::kSigTensorMismatch) {
+      *err = OmsError(oms::Reason::kFileChanged,
+                      "changed since it was signed: " + verified.error().message, file,
+                      verified.error().offset);
+    } else {
+      *err = About(verified.error(), file);
+    }
+    return std::nullopt;
+  }
+  f.model = std::make_unique<signer::VerifiedModel>(std::move(verified).value());
+  for (const auto& kv : f.model->header().metadata) {
+    if (kv.first.compare(0, signer::kStsigPrefix.size(), signer::kStsigPrefix) != 0) {
+      f.metadata.push_back(kv);
+    }
+  }
+  return f;
+}
+
 }  // namespace
 
 std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& keyring,
@@ -446,48 +529,40 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
 
   auto model = std::make_unique<mg_model>();
   model->detached = detached.has_value();
-  for (const std::string& file : shape.files) {
-    mg_model::File f;
-    f.path = file;
-    auto opened = core::OpenRegularFile(file, false);
-    if (!opened.ok()) {
-      ApiError e = About(opened.error(), file);
-      struct stat sb {};
-      if (index && ::lstat(file.c_str(), &sb) != 0 && errno == ENOENT) {
-        e = About(core::Error{Code::kSetShardMissing, core::kNoOffset,
-                              "shard listed by the index is missing"},
-                  file);
+  // Files are verified in parallel (a detached file's one digest is one
+  // sequential SHA-256, so many shards need many threads); the error
+  // reported is the first file's in load order, as a sequential run gives.
+  const size_t n = shape.files.size();
+  const unsigned threads = OuterThreads(opts.hash_threads, n);
+  signer::LoadOptions per_file = load;
+  per_file.verify.hash.threads = std::max(1u, HashThreads(opts.hash_threads) / threads);
+  std::vector<std::optional<mg_model::File>> loaded(n);
+  std::vector<std::optional<ApiError>> errors(n);
+  // A worker must not throw (std::terminate): an exception is remembered
+  // here, without allocating, and becomes MG_ERR_INTERNAL below.
+  std::vector<char> threw(n, 0);
+  std::atomic<size_t> next{0}, first_failed{SIZE_MAX};
+  auto work = [&]() noexcept {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      if (i > first_failed.load()) continue;  // a file before it failed: not needed
+      try {
+        loaded[i] = LoadOne(shape, index.has_value(), detached ? &*detached : nullptr, keys,
+                            per_file, shape.files[i], &errors[i]);
+      } catch (...) {
+        threw[i] = 1;
       }
-      return fail(e);
-    }
-    signer::LoadOptions one = load;
-    if (detached) {
-      std::vector<signer::SignedRange> ranges;
-      if (auto e = SignedRangesFor(detached->manifest(), RelInModel(shape, file, *detached),
-                                   opened.value().size, file, &ranges)) {
-        return fail(*e);
-      }
-      if (detached->manifest().method == oms::Method::kFiles && ranges.size() == 1) {
-        f.sha256 = ranges[0].digest;
-      }
-      one.detached = std::move(ranges);
-    }
-    auto loaded = signer::OpenVerifiedFile(std::move(opened).value(), file, keys, one);
-    if (!loaded.ok()) {
-      if (detached && loaded.error().code == Code::kSigTensorMismatch) {
-        return fail(OmsError(oms::Reason::kFileChanged,
-                             "changed since it was signed: " + loaded.error().message, file,
-                             loaded.error().offset));
-      }
-      return fail(About(loaded.error(), file));
-    }
-    f.model = std::make_unique<signer::VerifiedModel>(std::move(loaded).value());
-    for (const auto& kv : f.model->header().metadata) {
-      if (kv.first.compare(0, signer::kStsigPrefix.size(), signer::kStsigPrefix) != 0) {
-        f.metadata.push_back(kv);
+      if (errors[i] || threw[i]) {
+        size_t seen = first_failed.load();
+        while (i < seen && !first_failed.compare_exchange_weak(seen, i)) {
+        }
       }
     }
-    model->files.push_back(std::move(f));
+  };
+  RunOnThreads(threads, work);
+  for (size_t i = 0; i < n; ++i) {
+    if (threw[i]) throw std::runtime_error("verifying " + shape.files[i] + " failed");
+    if (errors[i]) return fail(*errors[i]);
+    model->files.push_back(std::move(*loaded[i]));
   }
 
   // The set: the shards against the index (both signed, or covered by the
