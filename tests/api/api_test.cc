@@ -796,6 +796,19 @@ TEST_CASE("api: a file changed after detached signing fails each mode as it prom
     CHECK(mg_model_check_all(lazy.m, &err) == MG_ERR_VERIFY);
     CHECK(std::string(err.id) == "MG-OMS-FILE-CHANGED");
   }
+  // Both files changed: the error is the first's in load order, however the
+  // files were verified in parallel.
+  const std::string one = d.model + "/one.safetensors";
+  const Bytes one_good = ReadFile(one);
+  Bytes one_bad = one_good;
+  one_bad[one_bad.size() - 1] ^= 0x80;
+  WriteFile(one, one_bad);
+  for (int round = 0; round < 5; ++round) {
+    Model m(d.model, ring, MG_MODE_EAGER);
+    ExpectError(m, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
+    CHECK(std::string(m.err.file) == one);
+  }
+  WriteFile(one, one_good);
   // A file that no longer parses is reported as changed, in lazy mode too.
   bad.push_back(0);
   WriteFile(two, bad);
