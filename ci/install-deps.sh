@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-jsonschema python3-yaml python3-numpy
-  python3-cryptography python3-torch python3-pip python3-setuptools python3-wheel
+  python3-cryptography python3-torch python3-pip python3-setuptools python3-wheel python3-venv
   openjdk-17-jdk-headless
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2 zlib1g-dev

@@ -11,7 +11,8 @@ head.bias [2], F32): the C block built with plain `cc`, the C++ block with
 with Debian's python3 (the torch block after a prelude defining MyModel),
 the Java block inside a class (its imports moved to the top) with javac/java.
 Each must load the signed model, and the blocks that report errors must name
-MG-SIG-TENSOR-MISMATCH for a copy with one tensor byte changed.
+MG-SIG-TENSOR-MISMATCH for a copy with one tensor byte changed. The offline
+install the pages give (a venv, pip --no-build-isolation --no-index) is run too.
 """
 import os
 import re
@@ -193,6 +194,35 @@ def java_example(d):
     p = run(java, d)
     if not p.stderr.startswith("MG-SIG-TENSOR-MISMATCH: "):
         raise AssertionError(f"tampered: exit {p.returncode}, stderr {p.stderr!r}")
+
+
+@test
+def venv_install(d):
+    """The README's and docs/loading.md's offline install: a venv that sees
+    Debian's numpy, pip --no-build-isolation --no-index of the package (a copy,
+    so pip's in-tree build leaves the source tree alone)."""
+    for page in ("README.md", os.path.join("docs", "loading.md")):
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            text = f.read()
+        for piece in ("python3 -m venv --system-site-packages ~/mg",
+                      "/bin/pip install --no-build-isolation --no-index ./bindings/python"):
+            if piece not in text:
+                raise AssertionError(f"{page} no longer says {piece!r}")
+    model(d)
+    pkg = os.path.join(d, "src", "bindings", "python")
+    shutil.copytree(PYPKG, pkg, ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                              "__pycache__"))
+    env_dir = os.path.join(d, "mg")
+    ok(run([PYTHON, "-m", "venv", "--system-site-packages", env_dir], d), "venv")
+    ok(run([os.path.join(env_dir, "bin", "pip"), "install", "-q", "--no-build-isolation",
+            "--no-index", "./bindings/python"], os.path.join(d, "src")), "pip install")
+    code = ("import modelgate, modelgate.numpy as mn\n"
+            "assert modelgate.__file__.startswith(%r), modelgate.__file__\n"
+            "t = mn.load_file('model.safetensors', keys=['release.pub'])\n"
+            "print(sorted(t), float(t['head.bias'][1]))\n") % env_dir
+    p = ok(run([os.path.join(env_dir, "bin", "python"), "-c", code], d,
+               {"MODELGATE_LIBRARY": LIB, "PYTHONDONTWRITEBYTECODE": "1"}), "venv import")
+    eq(p.stdout.strip(), "['embed.weight', 'head.bias', 'head.weight'] 10.25", "venv load")
 
 
 sys.exit(main("mg-docs-loading-"))
