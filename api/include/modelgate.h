@@ -209,7 +209,8 @@ const char* mg_model_verification_json(const mg_model* model);
  * made (unreadable path, bad policy: the program's exit 2). A file the
  * program could not judge gives that file's first finding (e.g. MG_ERR_IO,
  * "MG-IO-OPEN"); a policy that cannot be used is MG_ERR_ARGUMENT,
- * "MG-API-POLICY", with the program's message. */
+ * "MG-API-POLICY", with the program's message. The path "-" is the file
+ * named "-" (reported as "./-"), never standard input. */
 mg_status mg_scan(const char* path, const char* policy_path, char** report_json, int* verdict,
                   mg_error* err);
 void mg_string_free(char* s); /* NULL is fine */

@@ -72,7 +72,9 @@ MG_EXPORT mg_status mg_scan(const char* path, const char* policy_path, char** re
     opts.format = "json";
     opts.quiet = true;
     opts.color = "never";
-    opts.paths = {path};
+    // "-" is the program's standard input; to a library caller it is the
+    // file named "-" (the process's stdin is not the caller's to read).
+    opts.paths = {std::string(path) == cli::kStdinPath ? std::string("./-") : std::string(path)};
     std::string report;
     std::ostringstream diagnostics;
     opts.report_text = &report;

@@ -1129,3 +1129,36 @@ TEST_CASE("api: an index is read only up to 64 MiB, and a directory holds one") 
   ExpectError(two, MG_ERR_FORMAT, "MG-API-LAYOUT");
   CHECK(std::string(two.err.message).find("2 shard indexes") != std::string::npos);
 }
+
+TEST_CASE("api: a FIFO or a directory named *.safetensors is refused without blocking") {
+  SignedFile f;
+  Ring ring({f.keys.pub});
+  const std::string fifo = f.dir / "pipe.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  Model as_file(fifo, ring, MG_MODE_EAGER);
+  ExpectError(as_file, MG_ERR_IO, "MG-IO-NOT-REGULAR");
+  Model in_dir(f.dir.path, ring, MG_MODE_LAZY);  // model.safetensors and the FIFO
+  ExpectError(in_dir, MG_ERR_IO, "MG-IO-NOT-REGULAR");
+  CHECK(std::string(in_dir.err.file) == fifo);
+  REQUIRE(::unlink(fifo.c_str()) == 0);
+  REQUIRE(::mkdir((f.dir / "sub.safetensors").c_str(), 0755) == 0);
+  Model dir_entry(f.dir.path, ring, MG_MODE_EAGER);
+  CHECK(dir_entry.status == MG_ERR_IO);
+  CHECK(std::string(dir_entry.err.file) == f.dir / "sub.safetensors");
+}
+
+TEST_CASE("api: mg_scan(\"-\") scans the file named -, not standard input") {
+  TempDir dir;
+  WriteFile(dir / "-", Safetensors(kTensors));
+  char cwd[4096];
+  REQUIRE(::getcwd(cwd, sizeof cwd) != nullptr);
+  REQUIRE(::chdir(dir.path.c_str()) == 0);
+  Scan s("-", nullptr);
+  REQUIRE(::chdir(cwd) == 0);
+  CAPTURE(Describe(s.err));
+  REQUIRE(s.status == MG_OK);
+  CHECK(s.verdict == 0);
+  const json doc = json::parse(s.report);
+  CHECK(doc["files"][0]["path"] == "./-");
+  CHECK(doc["files"][0]["format"] == "safetensors");
+}
