@@ -2,6 +2,7 @@
 // the error plumbing every entry point shares.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -42,6 +44,7 @@ struct mg_model {
     size_t index_in_file = 0;  // data order, the loader's index
   };
   bool detached = false;
+  uint32_t hash_threads = 0;  // the mg_open option
   std::vector<File> files;
   std::vector<Tensor> tensors;  // sorted bytewise by name
   std::string verification_json;
@@ -127,6 +130,33 @@ std::underlying_type_t<E> RawValue(const E& e) {
 
 // Argument is the MG_ERR_ARGUMENT error (MG-API-ARGUMENT) saying `message`.
 ApiError Argument(std::string message);
+
+// HashThreads is the hash_threads option with 0 as one per core.
+inline unsigned HashThreads(uint32_t option) {
+  if (option != 0) return option;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// OuterThreads is how many of `files` are verified at once.
+inline unsigned OuterThreads(uint32_t option, size_t files) {
+  return static_cast<unsigned>(std::clamp<size_t>(files, 1, HashThreads(option)));
+}
+
+// RunOnThreads runs `work` (noexcept) on up to `threads` threads, this one
+// included; a thread that cannot be started leaves its share to the others.
+template <typename Work>
+void RunOnThreads(unsigned threads, Work& work) {
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (...) {
+      break;
+    }
+  }
+  work();
+  for (std::thread& t : pool) t.join();
+}
 
 // OpenModel is mg_open without the ABI wrapping (open.cc).
 std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& keys,

@@ -1,7 +1,9 @@
 // The C API's model handle: mg_open's ABI wrapping and what a model hands
 // out (tensor info, verified bytes, metadata, the verification record).
+#include <atomic>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "api_internal.h"
 #include "modelgate/detached.h"
@@ -174,7 +176,24 @@ MG_EXPORT mg_status mg_model_tensor_data(const mg_model* model, size_t index, co
 MG_EXPORT mg_status mg_model_check_all(const mg_model* model, mg_error* err) {
   return Guard(err, [&]() -> mg_status {
     if (model == nullptr) return Fill(err, Argument("mg_model_check_all: model is NULL"));
-    for (size_t f = 0; f < model->files.size(); ++f) {
+    // Files in parallel, as mg_open verifies them; each file's lazy check
+    // runs once (later callers get its outcome), so the first failure in
+    // file order is the same whoever ran it.
+    const size_t n = model->files.size();
+    std::vector<char> failed(n, 0);
+    std::atomic<size_t> next{0};
+    auto work = [&]() noexcept {
+      for (size_t f = next.fetch_add(1); f < n; f = next.fetch_add(1)) {
+        try {
+          failed[f] = model->files[f].model->CheckAll().ok() ? 0 : 1;
+        } catch (...) {
+          failed[f] = 1;  // asked again below, on this thread, inside Guard
+        }
+      }
+    };
+    modelgate::api::RunOnThreads(modelgate::api::OuterThreads(model->hash_threads, n), work);
+    for (size_t f = 0; f < n; ++f) {
+      if (!failed[f]) continue;
       core::Status s = model->files[f].model->CheckAll();
       if (!s.ok()) return LoaderError(*model, f, s.error(), err);
     }

@@ -372,33 +372,6 @@ std::string VerificationJson(const mg_model& model, mg_mode mode,
   return j.dump();
 }
 
-// HashThreads is the hash_threads option with 0 as one per core.
-unsigned HashThreads(uint32_t option) {
-  if (option != 0) return option;
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-// OuterThreads is how many files are verified at once.
-unsigned OuterThreads(uint32_t option, size_t files) {
-  return static_cast<unsigned>(std::clamp<size_t>(files, 1, HashThreads(option)));
-}
-
-// RunOnThreads runs `work` (noexcept) on up to `threads` threads, this one
-// included; a thread that cannot be started leaves its share to the others.
-template <typename Work>
-void RunOnThreads(unsigned threads, Work& work) {
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (...) {
-      break;
-    }
-  }
-  work();
-  for (std::thread& t : pool) t.join();
-}
-
 // LoadOne opens `file` once and verifies it (embedded, or against the
 // bundle's ranges for it); on failure *err says why and nothing is kept.
 std::optional<mg_model::File> LoadOne(const Shape& shape, bool from_index,
@@ -529,6 +502,7 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
 
   auto model = std::make_unique<mg_model>();
   model->detached = detached.has_value();
+  model->hash_threads = opts.hash_threads;
   // Files are verified in parallel (a detached file's one digest is one
   // sequential SHA-256, so many shards need many threads); the error
   // reported is the first file's in load order, as a sequential run gives.

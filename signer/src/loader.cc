@@ -62,7 +62,15 @@ void ParallelLargestFirst(const std::vector<core::TensorInfo>& tensors, unsigned
     for (size_t k = next.fetch_add(1); k < order.size(); k = next.fetch_add(1)) job(order[k]);
   };
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(loop);
+  for (unsigned t = 1; t < threads; ++t) {
+    // A thread that cannot start (EAGAIN) leaves its share to the others:
+    // throwing here would destroy the started ones joinable (terminate).
+    try {
+      pool.emplace_back(loop);
+    } catch (...) {
+      break;
+    }
+  }
   loop();
   for (auto& t : pool) t.join();
 }
