@@ -87,7 +87,13 @@ def cmake_install_records_where_the_library_went(d):
     libdirs = [p for p in ("lib", "lib64", os.path.join("lib", "x86_64-linux-gnu"))
                if os.path.isfile(os.path.join(prefix, p, "libmodelgate.so.0"))]
     eq(len(libdirs), 1, f"one installed libmodelgate.so.0 under {prefix}")
-    site = os.path.join(prefix, libdirs[0], "python3", "dist-packages")
+    # Where Debian's python3 looks under /usr/local and /usr: the package is
+    # importable after `cmake --install` with no PYTHONPATH there.
+    rel = os.path.join("lib", "python%d.%d" % sys.version_info[:2], "dist-packages")
+    for system_prefix in ("/usr/local", "/usr"):
+        if os.path.join(system_prefix, rel) not in sys.path:
+            raise AssertionError(f"{system_prefix}/{rel} is not on sys.path {sys.path}")
+    site = os.path.join(prefix, rel)
     libpath = {}
     with open(os.path.join(site, "modelgate", "_libpath.py")) as f:
         exec(f.read(), libpath)
