@@ -15,8 +15,10 @@
  *  - Handles are opaque. Pointers a handle hands out (names, shapes, tensor
  *    bytes, metadata) stay valid until that handle is freed.
  *  - Strings passed in are NUL-terminated UTF-8 unless a length is given.
- *    Strings handed out are NUL-terminated; names and metadata also come with
- *    a length, since a tensor name may hold a NUL byte ("\u0000" in JSON).
+ *    Strings handed out are NUL-terminated and also come with a length
+ *    (names, metadata). The strict parser refuses control characters in
+ *    tensor names, so a name handed out never holds a NUL; metadata values
+ *    may ("\u0000" in JSON), so use the lengths.
  *  - Thread-safety: a mg_model may be used from several threads at once
  *    (lazy verification of one tensor runs once; others wait for it). A
  *    mg_keyring must not be changed while an mg_open that uses it runs.
@@ -137,7 +139,10 @@ typedef struct mg_model mg_model;
  *    exactly the files its weight_map names, signed as one set (embedded
  *    STSIG set records) or covered by the bundle together with the index;
  *  - a directory: the one shard index directly in it, else every
- *    *.safetensors file directly in it (at least one).
+ *    *.safetensors file directly in it (at least one). Several files without
+ *    an index must be bound into one model by a detached bundle or by their
+ *    embedded set records; several separately signed files are refused
+ *    (MG-SET-NOT-SIGNED): open each by its path.
  * At most 4096 safetensors files (else MG_ERR_FORMAT, "MG-API-LAYOUT").
  * Tensor names must be unique across the files. `opts` NULL: defaults.
  * Nothing is handed out unless every check the mode makes up front passed;
@@ -152,7 +157,7 @@ size_t mg_model_file_count(const mg_model* model);
 const char* mg_model_file_path(const mg_model* model, size_t index);
 
 typedef struct mg_tensor_info {
-  const char* name;       /* NUL-terminated; may contain NUL, see name_len */
+  const char* name;       /* NUL-terminated; name_len bytes */
   size_t name_len;
   const char* dtype;      /* the header's spelling: "F32", "BF16", "F8_E4M3", "BOOL", ... */
   uint32_t dtype_bits;    /* element width in bits (1 byte = 8; F4 is 4) */

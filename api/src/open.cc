@@ -271,7 +271,10 @@ std::string RelInModel(const Shape& shape, const std::string& file, const Detach
 // SetRefsAgree judges the set records of a directory's files when there is
 // no index to recompute the set digest from: files that carry one must all
 // carry one, of one set (digest, count), in distinct places, and be all of
-// it.
+// it. Several files none of which carries one are refused: each signature
+// speaks for its own file only, so nothing says they belong to one model
+// (a file of another release or another model signed by the same key could
+// be added or swapped in, and its tensors would be loaded with the rest).
 std::optional<ApiError> SetRefsAgree(const std::vector<mg_model::File>& files) {
   std::vector<std::optional<signer::SetRef>> refs;
   bool any = false;
@@ -283,7 +286,15 @@ std::optional<ApiError> SetRefsAgree(const std::vector<mg_model::File>& files) {
     any = any || ref.has_value();
     refs.push_back(ref);
   }
-  if (!any) return std::nullopt;
+  if (!any) {
+    return About(core::Error{Code::kSetNotSigned, core::kNoOffset,
+                             std::to_string(files.size()) +
+                                 " separately signed .safetensors files and no index: no "
+                                 "signature binds them into one model (sign them as a set with "
+                                 "an index, or the directory with a detached bundle, or open "
+                                 "each file by its path)"},
+                 DirName(files[0].path));
+  }
   std::set<uint64_t> places;
   for (size_t i = 0; i < files.size(); ++i) {
     const std::string& path = files[i].path;

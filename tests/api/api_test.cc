@@ -668,7 +668,7 @@ TEST_CASE("api: verification JSON says null for no model name and version 0") {
   CHECK(v["files"][0]["sha256"].is_null());
 }
 
-TEST_CASE("api: a directory of separately signed files loads, a name in two files is refused") {
+TEST_CASE("api: separately signed files in one directory are refused, each opens alone") {
   TempDir dir;
   Keys keys(dir);
   const std::string model = dir / "m";
@@ -679,18 +679,37 @@ TEST_CASE("api: a directory of separately signed files loads, a name in two file
   REQUIRE(Run("sign -q --key " + keys.priv + " " + model + "/x.safetensors") == 0);
   REQUIRE(Run("sign -q --key " + keys.priv + " " + model + "/y.safetensors") == 0);
   Ring ring({keys.pub});
-  {
-    Model m(model, ring, MG_MODE_EAGER);
-    REQUIRE(m.ok());
-    ExpectTensors(m.m, {x[0], y[0]});
+  for (mg_mode mode : {MG_MODE_EAGER, MG_MODE_LAZY, MG_MODE_COPY}) {
+    Model m(model, ring, mode);
+    ExpectError(m, MG_ERR_VERIFY, "MG-SET-NOT-SIGNED");
+    CHECK_THAT(m.err.message, Catch::Contains("2 separately signed .safetensors files"));
   }
-  WriteFile(model + "/z.safetensors", Safetensors({{"x", "U8", {3}, 3, 7}}));
-  REQUIRE(Run("sign -q --key " + keys.priv + " " + model + "/z.safetensors") == 0);
-  Model dup(model, ring, MG_MODE_EAGER);
-  ExpectError(dup, MG_ERR_VERIFY, "MG-SET-TENSOR-DUPLICATE");
+  {
+    Model one(model + "/x.safetensors", ring, MG_MODE_EAGER);
+    REQUIRE(one.ok());
+    ExpectTensors(one.m, {x[0]});
+  }
+  // One file in a directory is that file.
+  REQUIRE(::unlink((model + "/y.safetensors").c_str()) == 0);
+  Model single(model, ring, MG_MODE_EAGER);
+  REQUIRE(single.ok());
+  ExpectTensors(single.m, {x[0]});
   TempDir empty;
   Model none(empty.path, ring, MG_MODE_EAGER);
   ExpectError(none, MG_ERR_FORMAT, "MG-API-LAYOUT");
+}
+
+TEST_CASE("api: a tensor name in two files of one signed model is refused") {
+  TempDir dir;
+  Keys keys(dir);
+  const std::string model = dir / "m";
+  REQUIRE(::mkdir(model.c_str(), 0755) == 0);
+  WriteFile(model + "/x.safetensors", Safetensors({{"x", "U8", {3}, 3, 1}}));
+  WriteFile(model + "/z.safetensors", Safetensors({{"x", "U8", {3}, 3, 7}}));
+  REQUIRE(Run("sign -q --detached --key " + keys.priv + " " + model) == 0);
+  Ring ring({keys.pub});
+  Model dup(model, ring, MG_MODE_EAGER);
+  ExpectError(dup, MG_ERR_VERIFY, "MG-SET-TENSOR-DUPLICATE");
 }
 
 namespace {
@@ -837,9 +856,11 @@ TEST_CASE("api: a bundle that does not verify never falls back to embedded signa
   }
   Ring ring({d.keys.pub});
   {
-    Model embedded(d.model, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_EMBEDDED);
-    CAPTURE(Describe(embedded.err));
-    CHECK(embedded.ok());
+    for (const char* f : {"/one.safetensors", "/two.safetensors"}) {
+      Model embedded(d.model + f, ring, MG_MODE_EAGER, 0, MG_SIGNATURE_EMBEDDED);
+      CAPTURE(Describe(embedded.err));
+      CHECK(embedded.ok());
+    }
     Model stale(d.model, ring, MG_MODE_EAGER);  // the bundle predates the embedded signing
     ExpectError(stale, MG_ERR_VERIFY, "MG-OMS-FILE-CHANGED");
   }
