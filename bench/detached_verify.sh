@@ -20,22 +20,15 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD_DIR [REPS]" >&2
   exit 2
 fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 build=$(cd "$1" && pwd)
 reps=${2:-3}
 mg="$build/cli/modelgate"
 [[ -x $mg ]] || { echo "build $mg first: cmake --build $1 --target modelgate" >&2; exit 2; }
-[[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (Debian package 'time')" >&2; exit 2; }
-command -v openssl >/dev/null || { echo "openssl not found (apt-get install openssl)" >&2; exit 2; }
+bench_need_tools
 
-parent="${TMPDIR:-/tmp}"
-need=$((1200 * 1024 * 1024))
-avail=$(df --output=avail -B1 "$parent" | tail -1 | tr -d ' ')
-if (( avail < need )); then
-  echo "need 1.2 GiB free in $parent, have $((avail / 1048576)) MiB (set TMPDIR elsewhere)" >&2
-  exit 2
-fi
-data=$(mktemp -d "$parent/mg-bench-detached.XXXXXX")
-trap 'rm -rf "$data"' EXIT
+bench_scratch 1200 detached
 model="$data/model"
 
 python3 - "$model" <<'PY'

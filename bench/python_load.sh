@@ -22,6 +22,8 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD_DIR [REPS]" >&2
   exit 2
 fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 build=$(cd "$1" && pwd)
 reps=${2:-3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,19 +31,10 @@ mg="$build/cli/modelgate"
 lib="$build/api/libmodelgate.so.0"
 py=/usr/bin/python3
 [[ -x $mg && -f $lib ]] || { echo "build first: cmake --build $1 --target modelgate modelgate_api" >&2; exit 2; }
-[[ -x /usr/bin/time ]] || { echo "needs /usr/bin/time (Debian package 'time')" >&2; exit 2; }
-command -v openssl >/dev/null || { echo "openssl not found (apt-get install openssl)" >&2; exit 2; }
+bench_need_tools
 "$py" -c "import numpy, torch" || { echo "needs python3-numpy and python3-torch" >&2; exit 2; }
 
-parent="${TMPDIR:-/tmp}"
-need=$((1150 * 1024 * 1024))
-avail=$(df --output=avail -B1 "$parent" | tail -1 | tr -d ' ')
-if (( avail < need )); then
-  echo "need 1.15 GiB free in $parent, have $((avail / 1048576)) MiB (set TMPDIR elsewhere)" >&2
-  exit 2
-fi
-data=$(mktemp -d "$parent/mg-bench-python.XXXXXX")
-trap 'rm -rf "$data"' EXIT
+bench_scratch 1150 python
 model="$data/model.safetensors"
 export MODELGATE_LIBRARY="$lib" PYTHONPATH="$here/../bindings/python" PYTHONDONTWRITEBYTECODE=1
 

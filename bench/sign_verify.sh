@@ -13,6 +13,8 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD_DIR [--models 256x16,1024x64,1024x1] [--reps N]" >&2
   exit 2
 fi
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
 build="$1"
 shift
 bin="$build/bench/bench_sign_verify"
@@ -24,15 +26,7 @@ command -v openssl >/dev/null || { echo "openssl not found (apt-get install open
 
 # The largest model is written twice (unsigned, signed) plus a re-signed copy:
 # about 3.2 GiB for the default 1 GiB models. Refuse to start without 4 GiB.
-parent="${TMPDIR:-/tmp}"
-need=$((4 * 1024 * 1024 * 1024))
-avail=$(df --output=avail -B1 "$parent" | tail -1 | tr -d ' ')
-if (( avail < need )); then
-  echo "need 4 GiB free in $parent, have $((avail / 1048576)) MiB (set TMPDIR elsewhere)" >&2
-  exit 2
-fi
-data=$(mktemp -d "$parent/mg-bench-sig.XXXXXX")
-trap 'rm -rf "$data"' EXIT
+bench_scratch 4096 sig
 
 echo "bench_sign_verify on $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
      "sha_ni: $(grep -q sha_ni /proc/cpuinfo && echo yes || echo no); $(openssl version | cut -d' ' -f1-2);" \
