@@ -62,7 +62,15 @@ void RunQueue(const std::vector<size_t>& order, unsigned workers, Job job) {
   }
   std::vector<std::thread> threads;
   threads.reserve(workers - 1);
-  for (unsigned t = 1; t < workers; ++t) threads.emplace_back(loop);
+  for (unsigned t = 1; t < workers; ++t) {
+    // A thread that cannot start (EAGAIN) leaves its share to the others:
+    // throwing here would destroy the started ones joinable (terminate).
+    try {
+      threads.emplace_back(loop);
+    } catch (...) {
+      break;
+    }
+  }
   loop();
   for (auto& t : threads) t.join();
 }
