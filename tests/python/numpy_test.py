@@ -278,6 +278,34 @@ def keys_may_be_pem_text_bytes_or_paths(d):
 
 
 @test
+def the_spellings_articles_show_are_real_and_never_turn_verification_off(d):
+    """load_file(path, verification=public_key) and safe_open(...,
+    verify_checksums=True), which articles show for safetensors (where they do
+    not exist), work here; verify_checksums=False is refused, not obeyed."""
+    key, path = signed_every_dtype(d)
+    pub = key + ".pub"
+    want = modelgate.numpy.load_file(path, keys=[pub])
+    got = modelgate.numpy.load_file(path, verification=pub)
+    eq(sorted(got), sorted(want), "verification=: the same tensors")
+    eq(len(modelgate.numpy.load_file(path, verification=[pub])), 16, "verification=[key]")
+    with modelgate.safe_open(path, framework="np", verification=pub, verify_checksums=True) as f:
+        eq(f.get_tensor("u8").tolist(), want["u8"].tolist(), "safe_open verify_checksums=True")
+    for off in (False, None, 0):
+        e = raises(modelgate.Error, lambda: modelgate.safe_open(
+            path, framework="np", keys=[pub], verify_checksums=off), f"verify_checksums={off!r}")
+        eq(e.status, modelgate.Status.ARGUMENT, f"verify_checksums={off!r}")
+    e = raises(modelgate.Error, lambda: modelgate.numpy.load_file(path, keys=[pub],
+                                                                  verification=pub), "both")
+    eq(e.status, modelgate.Status.ARGUMENT, "keys= and verification= together")
+    e = raises(modelgate.Error, lambda: modelgate.numpy.load_file(path), "neither")
+    eq((e.status, e.finding_id), (modelgate.Status.KEY, "MG-API-NO-KEYS"), "no keys at all")
+    flip(path, os.path.getsize(path) - 1)
+    e = raises(modelgate.VerificationError,
+               lambda: modelgate.numpy.load_file(path, verification=pub), "tampered")
+    eq(e.finding_id, "MG-SIG-TENSOR-MISMATCH", "verification= verifies")
+
+
+@test
 def dtypes_numpy_lacks_raise_unsupported_dtype_error(d):
     key = keygen(d)
     path = st_reference.write(os.path.join(d, "m.safetensors"), {

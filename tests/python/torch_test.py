@@ -114,6 +114,10 @@ def load_file_gives_what_torch_load_gives_in_each_mode(d):
         b.load_state_dict({k[4:]: v for k, v in want.items() if k.startswith("net.")})
         x = torch.randn(1, 3, 8, 8)
         eq(torch.equal(a(x), b(x)), True, f"{mode}: same outputs")
+    # load_file(path, verification=public_key), as articles write it.
+    got = modelgate.torch.load_file(path, verification=key + ".pub")
+    for name in want:
+        assert_same(got[name], want[name], f"verification= {name}")
 
 
 @test

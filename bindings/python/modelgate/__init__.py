@@ -419,9 +419,29 @@ class _Slice:
         return self._handle._get(self._info, _HOST_ORDER, self._model)[index]
 
 
+def _trusted(keys, verification):
+    """_trusted is the keys named by keys= or by verification= (the spelling
+    articles on safetensors give `load_file(path, verification=public_key)`,
+    which the real library lacks): one of the two, never both."""
+    if keys is not None and verification is not None:
+        raise Error("give the trusted keys as keys= or as verification=, not both",
+                    Status.ARGUMENT)
+    return keys if keys is not None else verification
+
+
+def _always_verified(verify_checksums):
+    """_always_verified refuses verify_checksums other than True: articles on
+    safetensors show safe_open(..., verify_checksums=True); here every byte
+    handed out is always checked, and there is no switch to turn that off."""
+    if verify_checksums is not True:
+        raise Error(f"verify_checksums={verify_checksums!r}: modelgate always verifies what it "
+                    "hands out; there is no unverified mode", Status.ARGUMENT)
+
+
 class safe_open:
     """safe_open(path, framework="np", device="cpu", *, keys, mode="eager",
-    bundle=None, signature="any", writable=None, hash_threads=0)
+    bundle=None, signature="any", writable=None, hash_threads=0,
+    verification=None, verify_checksums=True)
 
     Opens `path` verified against `keys` (PEM str/bytes or key file paths;
     at least one): a .safetensors file, a *.safetensors.index.json with its
@@ -436,11 +456,15 @@ class safe_open:
     copy-on-write ones), "pt" torch tensors (always writable, copy-on-write;
     moved to `device` unless "cpu"). Raises VerificationError when the model
     is refused, Error for anything else. Use it as a context manager;
-    tensors stay valid after it closes.
+    tensors stay valid after it closes. verification= is another name for
+    keys= (give one); verify_checksums must be True (it always is).
     """
 
-    def __init__(self, filename, framework="np", device="cpu", *, keys, mode="eager",
-                 bundle=None, signature="any", writable=None, hash_threads=0):
+    def __init__(self, filename, framework="np", device="cpu", *, keys=None, mode="eager",
+                 bundle=None, signature="any", writable=None, hash_threads=0,
+                 verification=None, verify_checksums=True):
+        keys = _trusted(keys, verification)
+        _always_verified(verify_checksums)
         if framework not in _FRAMEWORKS:
             raise Error(f"framework {framework!r} is not supported (np, pt)", Status.ARGUMENT)
         self._framework = _FRAMEWORKS[framework]
