@@ -39,18 +39,31 @@ bool SameAnomaly(const PickleAnomaly& x, const PickleAnomaly& y) {
   return x.kind == y.kind && x.severity == y.severity && x.message == y.message;
 }
 
-// Find returns the index of a kept record equal to `r`, or -1.
+// Find returns the index of a kept record equal to `r`, or -1. It walks the
+// entries of `key` from the first (equal keys are adjacent) and stops at the
+// first equal record: equal_range would walk them all, every time, which
+// made 150,000 copies of one import past the cap quadratic.
 template <typename T, typename Eq>
 int64_t Find(const std::unordered_multimap<size_t, size_t>& index, size_t key,
              const std::vector<T>& kept, const T& r, Eq same) {
-  auto [b, e] = index.equal_range(key);
-  for (auto it = b; it != e; ++it) {
+  for (auto it = index.find(key); it != index.end() && it->first == key; ++it) {
     // A record may have been taken back (bytes after the last pickle).
     if (it->second < kept.size() && same(kept[it->second], r)) {
       return static_cast<int64_t>(it->second);
     }
   }
   return -1;
+}
+
+// IndexOnce indexes kept record `i` under `key` unless an equal record is
+// indexed already: Find returns the first equal one anyway, so a key's entries
+// stay the distinct records that share it, however many repeats were kept
+// before the cap. (Records are only taken back from the end, so the earlier
+// equal record outlives `i`.)
+template <typename T, typename Eq>
+void IndexOnce(std::unordered_multimap<size_t, size_t>& index, size_t key,
+               const std::vector<T>& kept, size_t i, Eq same) {
+  if (Find(index, key, kept, kept[i], same) < 0) index.emplace(key, i);
 }
 
 }  // namespace
@@ -72,10 +85,14 @@ void Recorder::Incomplete(std::string_view reason) {
 void Recorder::PastCap(uint64_t at, const std::string& opcode, uint32_t stream) {
   if (cap_reported_) return;
   cap_reported_ = true;
-  for (size_t i = 0; i < out_->imports.size(); ++i) imports_.emplace(ImportKey(out_->imports[i]), i);
-  for (size_t i = 0; i < out_->calls.size(); ++i) calls_.emplace(CallKey(out_->calls[i]), i);
+  for (size_t i = 0; i < out_->imports.size(); ++i) {
+    IndexOnce(imports_, ImportKey(out_->imports[i]), out_->imports, i, SameImport);
+  }
+  for (size_t i = 0; i < out_->calls.size(); ++i) {
+    IndexOnce(calls_, CallKey(out_->calls[i]), out_->calls, i, SameCall);
+  }
   for (size_t i = 0; i < out_->anomalies.size(); ++i) {
-    anomalies_.emplace(AnomalyKey(out_->anomalies[i]), i);
+    IndexOnce(anomalies_, AnomalyKey(out_->anomalies[i]), out_->anomalies, i, SameAnomaly);
   }
   PickleAnomaly a;  // always kept: says the cap was reached
   a.kind = PickleAnomalyKind::kLimit;
@@ -119,8 +136,11 @@ int64_t Recorder::Import(PickleImport imp) {
   Severity s = ImportSeverity(imp);
   if (!Full()) {
     Kept(s);
-    if (cap_reported_) imports_.emplace(ImportKey(imp), out_->imports.size());
     out_->imports.push_back(std::move(imp));
+    if (cap_reported_) {
+      const size_t i = out_->imports.size() - 1;
+      IndexOnce(imports_, ImportKey(out_->imports[i]), out_->imports, i, SameImport);
+    }
     return static_cast<int64_t>(out_->imports.size() - 1);
   }
   PastCap(imp.offset, imp.opcode, imp.stream);
@@ -144,8 +164,11 @@ int64_t Recorder::Call(PickleCall c) {
   Severity s = CallSeverity(c);
   if (!Full()) {
     Kept(s);
-    if (cap_reported_) calls_.emplace(CallKey(c), out_->calls.size());
     out_->calls.push_back(std::move(c));
+    if (cap_reported_) {
+      const size_t i = out_->calls.size() - 1;
+      IndexOnce(calls_, CallKey(out_->calls[i]), out_->calls, i, SameCall);
+    }
     return static_cast<int64_t>(out_->calls.size() - 1);
   }
   PastCap(c.offset, c.opcode, c.stream);
@@ -174,8 +197,11 @@ void Recorder::Anomaly(PickleAnomaly a) {
   }
   if (!Full()) {
     Kept(a.severity);
-    if (cap_reported_) anomalies_.emplace(AnomalyKey(a), out_->anomalies.size());
     out_->anomalies.push_back(std::move(a));
+    if (cap_reported_) {
+      const size_t i = out_->anomalies.size() - 1;
+      IndexOnce(anomalies_, AnomalyKey(out_->anomalies[i]), out_->anomalies, i, SameAnomaly);
+    }
     return;
   }
   PastCap(a.offset, a.opcode, a.stream);
