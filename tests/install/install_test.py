@@ -100,7 +100,9 @@ def check_exports(a):
         if len(fields) < 2:
             continue
         kind, sym = fields[-2], fields[-1]
-        if kind == "A" and sym == node:  # the version node's own definition
+        # The version node's own definition: "MODELGATE_0" (GNU nm) or
+        # "MODELGATE_0@@MODELGATE_0" (llvm-nm, CMAKE_NM of a clang build).
+        if kind == "A" and sym in (node, f"{node}@@{node}"):
             continue
         name, _, version = sym.partition("@")
         if kind != "T" or not name.startswith("mg_") or version.lstrip("@") != node:
