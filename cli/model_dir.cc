@@ -13,11 +13,6 @@ namespace {
 
 namespace oms = signer::oms;
 
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return "";
@@ -34,12 +29,6 @@ scanner::Finding OmsFinding(std::string_view id, core::Severity sev, std::string
 }
 
 }  // namespace
-
-std::string JoinPath(const std::string& dir, const std::string& rel) {
-  if (rel.empty() || rel == ".") return dir;
-  if (!dir.empty() && dir.back() == '/') return dir + rel;
-  return dir + "/" + rel;
-}
 
 core::Result<std::vector<DetachedScope>> LoadDetachedScopes(
     const CommonOptions& opts, std::span<const signer::PublicKey> trusted) {
@@ -217,7 +206,7 @@ void FinishModels(const std::vector<DetachedScope>& scopes, const CommonOptions&
 }
 
 void ReadIndexIfAny(const Target& target, const core::OpenedFile& file, FileReport* fr) {
-  if (!core::IsShardIndexName(BaseName(target.path)) || fr->verdict == Verdict::kError) return;
+  if (!core::IsShardIndexName(core::BaseName(target.path)) || fr->verdict == Verdict::kError) return;
   auto index = core::ReadShardIndex(file.fd, file.size, core::Limits{});
   if (!fr->side) fr->side = std::make_shared<ModelSide>();
   if (index.ok()) {

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "modelgate/detached.h"
+#include "modelgate/path.h"
 #include "modelgate/policy.h"
 #include "modelgate/shard_index.h"
 #include "modelgate/signer.h"
@@ -22,11 +23,8 @@ namespace modelgate::cli {
 
 // kBundleName is the bundle a directory operand carries at its top when no
 // --sig names one (model_signing's default file name).
-inline constexpr std::string_view kBundleName = "model.sig";
-
-// JoinPath is `dir`/`rel` with one '/' between them; `dir` itself for rel
-// "" or "." (a bundle's name for the one file of a one-file model).
-std::string JoinPath(const std::string& dir, const std::string& rel);
+using signer::oms::kBundleName;
+using core::JoinPath;
 
 // DetachedScope is one operand's detached bundle, if any.
 struct DetachedScope {

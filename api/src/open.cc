@@ -16,6 +16,7 @@
 
 #include "api_internal.h"
 #include "modelgate/detached.h"
+#include "modelgate/path.h"
 #include "modelgate/shard_index.h"
 
 namespace modelgate::api {
@@ -24,27 +25,16 @@ namespace {
 namespace oms = signer::oms;
 using core::Code;
 
-constexpr std::string_view kBundleName = "model.sig";
-
-std::string BaseName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
+using core::BaseName;
+using core::EndsWith;
+using core::JoinPath;
+using oms::kBundleName;
 
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
-}
-
-std::string Join(const std::string& dir, const std::string& rel) {
-  if (!dir.empty() && dir.back() == '/') return dir + rel;
-  return dir + "/" + rel;
-}
-
-bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
 // Prefixed is a core error about `file`, its message naming the file.
@@ -88,7 +78,7 @@ std::optional<ApiError> Survey(const std::string& path, Shape* shape) {
     if (core::IsShardIndexName(BaseName(path))) {
       shape->dir = DirName(path);
       shape->index = path;
-      shape->default_bundle = Join(shape->dir, std::string(kBundleName));
+      shape->default_bundle = JoinPath(shape->dir, std::string(kBundleName));
     } else {
       shape->dir = DirName(path);
       shape->files.push_back(path);
@@ -103,7 +93,7 @@ std::optional<ApiError> Survey(const std::string& path, Shape* shape) {
                  path);
   }
   shape->dir = path;
-  shape->default_bundle = Join(path, std::string(kBundleName));
+  shape->default_bundle = JoinPath(path, std::string(kBundleName));
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) {
     return About(core::Error{Code::kIoOpen, core::kNoOffset,
@@ -137,13 +127,13 @@ std::optional<ApiError> Survey(const std::string& path, Shape* shape) {
                             "): open the one to load");
   }
   if (indexes.size() == 1) {
-    shape->index = Join(path, indexes[0]);
+    shape->index = JoinPath(path, indexes[0]);
     return std::nullopt;
   }
   if (tensors_files.empty()) return Layout(path, "holds no .safetensors file and no shard index");
   if (tensors_files.size() > kMaxModelFiles) return TooManyFiles(path);
   std::sort(tensors_files.begin(), tensors_files.end());
-  for (const std::string& n : tensors_files) shape->files.push_back(Join(path, n));
+  for (const std::string& n : tensors_files) shape->files.push_back(JoinPath(path, n));
   return std::nullopt;
 }
 
@@ -508,7 +498,7 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
     if (!parsed.ok()) return fail(About(parsed.error(), *shape.index));
     index->index = std::move(parsed).value();
     if (index->index.shards.size() > kMaxModelFiles) return fail(TooManyFiles(*shape.index));
-    for (const std::string& shard : index->index.shards) shape.files.push_back(Join(shape.dir, shard));
+    for (const std::string& shard : index->index.shards) shape.files.push_back(JoinPath(shape.dir, shard));
   }
 
   auto model = std::make_unique<mg_model>();

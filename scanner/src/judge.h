@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "modelgate/path.h"
 #include "modelgate/scanner.h"
 #include "budget.h"
 #include "decompress.h"
@@ -29,14 +30,8 @@ namespace modelgate::scanner::internal {
 
 using core::Severity;
 
-inline std::string_view BaseName(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
-inline bool EndsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
+using core::BaseName;
+using core::EndsWith;
 
 
 // Where a byte span sits: in the file itself (absolute offsets), or inside

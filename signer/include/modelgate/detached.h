@@ -26,6 +26,9 @@
 
 namespace modelgate::signer::oms {
 
+// kBundleName is the file a model directory carries its bundle in, at its
+// top (model_signing's default).
+inline constexpr std::string_view kBundleName = "model.sig";
 inline constexpr std::string_view kBundleMediaType = "application/vnd.dev.sigstore.bundle.v0.3+json";
 inline constexpr std::string_view kPayloadType = "application/vnd.in-toto+json";
 inline constexpr std::string_view kStatementType = "https://in-toto.io/Statement/v1";
