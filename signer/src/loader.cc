@@ -36,6 +36,38 @@ Error RangeMismatch(const SignedRange& r, const core::Sha256Digest& got) {
                    core::HexLower(got) + ", the bundle's digest is " + core::HexLower(r.digest)};
 }
 
+// CheckRanges hashes `ranges` of the file open at `fd` (core::HashRanges:
+// parallel pread) and compares each with its signed digest.
+core::Status CheckRanges(int fd, std::span<const SignedRange> ranges,
+                         const core::HashOptions& hash) {
+  std::vector<core::ByteRange> plain;
+  plain.reserve(ranges.size());
+  for (const SignedRange& r : ranges) plain.push_back(r.range);
+  auto hashed = core::HashRanges(fd, plain, hash);
+  if (!hashed.ok()) return hashed.error();
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    if (hashed.value()[k] != ranges[k].digest) return RangeMismatch(ranges[k], hashed.value()[k]);
+  }
+  return core::OkStatus();
+}
+
+// ReadAndHash preads `size` bytes at `offset` of `fd` into `dest` in pieces
+// of `piece_bytes`, hashing each piece right after reading it (while it is
+// in cache), so what is hashed is exactly what is handed out.
+core::Result<core::Sha256Digest> ReadAndHash(int fd, uint64_t offset, uint64_t size,
+                                             uint8_t* dest, size_t piece_bytes) {
+  core::Sha256Hasher h;
+  for (uint64_t done = 0; done < size;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece_bytes, size - done));
+    std::span<uint8_t> piece(dest + done, n);
+    core::Status s = core::PreadExact(fd, offset + done, piece);
+    if (!s.ok()) return s.error();
+    h.Update(piece);
+    done += n;
+  }
+  return h.Final();
+}
+
 Error ErrnoError(Code code, const std::string& what) {
   return Error{code, kNoOffset, what + ": " + std::strerror(errno)};
 }
@@ -136,16 +168,8 @@ struct VerifiedModel::State {
   std::optional<Error> CheckLazyFile() const {
     core::Status same = internal::CheckIdentity(file.fd, identity, "before file was hashed");
     if (!same.ok()) return same.error();
-    std::vector<core::ByteRange> ranges;
-    ranges.reserve(detached.size());
-    for (const SignedRange& r : detached) ranges.push_back(r.range);
-    auto hashed = core::HashRanges(file.fd, ranges, hash);
+    core::Status hashed = CheckRanges(file.fd, detached, hash);
     if (!hashed.ok()) return hashed.error();
-    for (size_t k = 0; k < detached.size(); ++k) {
-      if (hashed.value()[k] != detached[k].digest) {
-        return RangeMismatch(detached[k], hashed.value()[k]);
-      }
-    }
     same = internal::CheckIdentity(file.fd, identity, "while file was hashed");
     if (!same.ok()) return same.error();
     return std::nullopt;
@@ -228,8 +252,7 @@ core::Status VerifiedModel::CheckAll() const {
 namespace {
 
 // ReadAndHashInto preads every tensor of `st` into `dest` (the data section's
-// copy) in buffer-sized pieces, hashing each piece right after reading it
-// (while it is in cache), so what is hashed is exactly what is handed out.
+// copy) with ReadAndHash, in parallel, and compares it with its digest.
 core::Status ReadAndHashInto(int fd, const core::Safetensors& st, uint8_t* dest,
                              std::span<const core::Sha256Digest> digests,
                              const core::HashOptions& options) {
@@ -241,23 +264,12 @@ core::Status ReadAndHashInto(int fd, const core::Safetensors& st, uint8_t* dest,
   ParallelLargestFirst(st.tensors, ThreadCount(options, st.tensors.size()), [&](size_t i) {
     if (failed.load(std::memory_order_relaxed)) return;
     const core::TensorInfo& t = st.tensors[i];
-    core::Sha256Hasher h;
-    uint64_t done = 0;
     std::optional<Error> error;
-    while (done < t.size_bytes() && !error) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(piece_bytes, t.size_bytes() - done));
-      std::span<uint8_t> piece(dest + t.begin + done, n);
-      core::Status s = core::PreadExact(fd, t.file_begin() + done, piece);
-      if (!s.ok()) {
-        error = s.error();
-        break;
-      }
-      h.Update(piece);
-      done += n;
-    }
-    if (!error) {
-      const core::Sha256Digest got = h.Final();
-      if (got != digests[i]) error = internal::TensorMismatch(t, got, digests[i]);
+    auto got = ReadAndHash(fd, t.file_begin(), t.size_bytes(), dest + t.begin, piece_bytes);
+    if (!got.ok()) {
+      error = got.error();
+    } else if (got.value() != digests[i]) {
+      error = internal::TensorMismatch(t, got.value(), digests[i]);
     }
     if (error) {
       std::lock_guard<std::mutex> lock(mu);
@@ -292,26 +304,16 @@ core::Status CheckTiling(std::span<const SignedRange> ranges, uint64_t size) {
   return core::OkStatus();
 }
 
-// ReadAndHashWhole preads the whole file into `dest` range by range, in
-// buffer-sized pieces hashed right after they are read, and compares each
-// range with its signed digest.
+// ReadAndHashWhole preads the whole file into `dest` range by range with
+// ReadAndHash and compares each range with its signed digest.
 core::Status ReadAndHashWhole(int fd, std::span<const SignedRange> ranges, uint8_t* dest,
                               const core::HashOptions& options) {
   const size_t piece_bytes = std::max<size_t>(options.buffer_bytes, 4096);
   for (const SignedRange& r : ranges) {
-    core::Sha256Hasher h;
-    uint64_t done = 0;
-    while (done < r.range.size_bytes) {
-      const size_t n =
-          static_cast<size_t>(std::min<uint64_t>(piece_bytes, r.range.size_bytes - done));
-      std::span<uint8_t> piece(dest + r.range.offset + done, n);
-      core::Status s = core::PreadExact(fd, r.range.offset + done, piece);
-      if (!s.ok()) return s;
-      h.Update(piece);
-      done += n;
-    }
-    const core::Sha256Digest got = h.Final();
-    if (got != r.digest) return RangeMismatch(r, got);
+    auto got = ReadAndHash(fd, r.range.offset, r.range.size_bytes, dest + r.range.offset,
+                           piece_bytes);
+    if (!got.ok()) return got.error();
+    if (got.value() != r.digest) return RangeMismatch(r, got.value());
   }
   return core::OkStatus();
 }
@@ -357,22 +359,11 @@ core::Status VerifyDetachedUpFront(int fd, uint64_t size, const LoadOptions& opt
     *out = std::move(verification);
     return core::OkStatus();
   }
-  auto hash_all = [&]() -> core::Status {
-    std::vector<core::ByteRange> plain;
-    plain.reserve(ranges.size());
-    for (const SignedRange& r : ranges) plain.push_back(r.range);
-    auto hashed = core::HashRanges(fd, plain, hash);
-    if (!hashed.ok()) return hashed.error();
-    for (size_t k = 0; k < ranges.size(); ++k) {
-      if (hashed.value()[k] != ranges[k].digest) return RangeMismatch(ranges[k], hashed.value()[k]);
-    }
-    return core::OkStatus();
-  };
   // Eager hashes before parsing, and lazy hashes when the parse fails: a
   // changed file is reported as changed bytes, not as a parse error of a
   // file nobody signed.
   if (options.mode == LoadMode::kEager) {
-    core::Status same = hash_all();
+    core::Status same = CheckRanges(fd, ranges, hash);
     if (!same.ok()) return same;
   } else {
     *lazy_ranges = ranges;
@@ -380,7 +371,7 @@ core::Status VerifyDetachedUpFront(int fd, uint64_t size, const LoadOptions& opt
   auto st = core::ReadSafetensors(fd, size, options.verify.limits);
   if (!st.ok()) {
     if (options.mode == LoadMode::kLazy) {
-      core::Status same = hash_all();
+      core::Status same = CheckRanges(fd, ranges, hash);
       if (!same.ok()) return same;
     }
     return st.error();
