@@ -9,7 +9,7 @@ PACKAGES=(
   openjdk-17-jdk-headless
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2 zlib1g-dev
-  libbz2-dev liblzma-dev libyaml-cpp-dev libcli11-dev
+  libbz2-dev liblzma-dev libyaml-cpp-dev libcli11-dev libcpp-httplib-dev
   pre-commit shellcheck openssl strace groff-base zsh
 )
 
