@@ -110,6 +110,11 @@ struct Target {
   // A detached bundle names files this way.
   size_t operand = 0;
   std::string rel{};
+  // When >= 0: the bytes are this open regular file, owned by the caller
+  // (the server's spool), and `path` is only the name they are judged and
+  // reported under (the client's name: data, never opened). OpenTarget
+  // duplicates the descriptor; TargetUnchanged re-checks it alone.
+  int open_fd = -1;
 };
 
 // ExpandPaths turns command-line paths into files: directories are walked
@@ -137,6 +142,9 @@ struct CommonOptions;
 // (Progress::Phase, Progress::Hashed).
 using JudgeFn = std::function<FileReport(const Target&, const core::OpenedFile* file, Progress*)>;
 Report RunFiles(const CommonOptions& opts, const JudgeFn& one, const PruneFn& prune = {});
+// RunTargets is RunFiles on targets already listed (ExpandPaths, or the
+// server's spooled uploads).
+Report RunTargets(const CommonOptions& opts, const std::vector<Target>& targets, const JudgeFn& one);
 
 // OpenTarget opens what `target` names, once: its path (a final symlink
 // followed only for a path named on the command line) or, for a Hugging

@@ -3,6 +3,7 @@
 // tree being scanned: an uploader cannot waive their own findings.
 #include <iostream>
 
+#include "checker.h"
 #include "cli.h"
 #include "exit_code.h"
 #include "model_dir.h"
@@ -121,41 +122,81 @@ FileReport CheckOne(const Target& target, const core::OpenedFile* file, const po
 
 }  // namespace
 
-int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
+core::Result<Checker> LoadChecker(const std::string& policy_path) {
   auto p = policy::LoadPolicy(policy_path);
   if (!p.ok()) {
-    Diagnostics(opts) << "modelgate: policy: " << p.error().message << "\n";
-    return kExitCannotJudge;
+    core::Error e = p.error();
+    e.message = "policy: " + e.message;
+    return e;
   }
   auto scan_options = policy::ScanOptionsFor(p.value());
   if (!scan_options.ok()) {
-    Diagnostics(opts) << "modelgate: policy: " << scan_options.error().message << "\n";
+    core::Error e = scan_options.error();
+    e.message = "policy: " + e.message;
+    return e;
+  }
+  Checker c;
+  c.policy_path = policy_path;
+  c.keys = policy::TrustedKeys(p.value());
+  c.policy = std::move(p).value();
+  c.scan_options = std::move(scan_options).value();
+  return c;
+}
+
+namespace {
+
+// Judge runs `targets` (or, when null, the walk of opts.paths) against
+// `scopes`, one per operand, and finishes the model and set checks.
+Report Judge(const CommonOptions& opts, const Checker& c, const std::vector<Target>* targets,
+             const std::vector<DetachedScope>& scopes) {
+  const policy::Date today = policy::Today();
+  const JudgeFn one = [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
+    return CheckOne(target, file, c.policy, c.scan_options, c.keys, scopes[target.operand], today,
+                    progress);
+  };
+  Report report = targets != nullptr
+                      ? RunTargets(opts, *targets, one)
+                      : RunFiles(opts, one, [&](size_t operand, std::string_view rel) {
+                          return PruneVcs(scopes[operand], rel);
+                        });
+  FinishModels(scopes, opts, c.policy.signatures_required, &report);
+  FinishSets(c.policy.fail_on, &report);
+  report.policy_path = c.policy_path;
+  report.policy_sha256 = c.policy.sha256;
+  return report;
+}
+
+}  // namespace
+
+core::Result<Report> CheckReport(const CommonOptions& opts, const Checker& c) {
+  auto scopes = LoadDetachedScopes(opts, c.keys);
+  if (!scopes.ok()) return scopes.error();
+  return Judge(opts, c, nullptr, scopes.value());
+}
+
+Report CheckTargets(const CommonOptions& opts, const Checker& c, const std::vector<Target>& targets) {
+  // No operand: the model checks after the walk look at none by its name.
+  CommonOptions named_nothing = opts;
+  named_nothing.paths.clear();
+  const std::vector<DetachedScope> none(1);
+  return Judge(named_nothing, c, &targets, none);
+}
+
+int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
+  auto c = LoadChecker(policy_path);
+  if (!c.ok()) {
+    Diagnostics(opts) << "modelgate: " << c.error().message << "\n";
     return kExitCannotJudge;
   }
-  const std::vector<signer::PublicKey> keys = policy::TrustedKeys(p.value());
-  const policy::Date today = policy::Today();
   if (!opts.sig_path.empty() && opts.paths.size() != 1) {
     return Usage("check", "--sig covers one model: give exactly one PATH");
   }
-  auto scopes = LoadDetachedScopes(opts, keys);
-  if (!scopes.ok()) {
-    Diagnostics(opts) << "modelgate: " << scopes.error().message << "\n";
+  auto report = CheckReport(opts, c.value());
+  if (!report.ok()) {
+    Diagnostics(opts) << "modelgate: " << report.error().message << "\n";
     return kExitCannotJudge;
   }
-  Report report = RunFiles(
-      opts,
-      [&](const Target& target, const core::OpenedFile* file, Progress* progress) {
-        return CheckOne(target, file, p.value(), scan_options.value(), keys,
-                        scopes.value()[target.operand], today, progress);
-      },
-      [&](size_t operand, std::string_view rel) {
-        return PruneVcs(scopes.value()[operand], rel);
-      });
-  FinishModels(scopes.value(), opts, p.value().signatures_required, &report);
-  FinishSets(p.value().fail_on, &report);
-  report.policy_path = policy_path;
-  report.policy_sha256 = p.value().sha256;
-  return EmitReport(report, opts);
+  return EmitReport(report.value(), opts);
 }
 
 int RunCheck(const CommonOptions& opts) {

@@ -1,4 +1,5 @@
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -234,6 +235,14 @@ bool WalkFindings(const Target& target, FileReport* fr) {
 }
 
 core::Result<core::OpenedFile> OpenTarget(const Target& target) {
+  if (target.open_fd >= 0) {
+    const int fd = ::fcntl(target.open_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      return core::Error{core::Code::kIoRead, core::kNoOffset,
+                         std::string("cannot duplicate the spooled file: ") + std::strerror(errno)};
+    }
+    return core::AdoptRegularFile(fd);
+  }
   if (target.standard_input) return SpoolToTempFile(STDIN_FILENO, kMaxStdinBytes);
   if (!target.blob.empty()) return core::OpenRegularFile(target.blob, /*follow_symlink=*/false);
   return core::OpenRegularFile(target.path, target.follow_symlink);
@@ -241,7 +250,8 @@ core::Result<core::OpenedFile> OpenTarget(const Target& target) {
 
 core::Status TargetUnchanged(const Target& target, const core::OpenedFile& file) {
   if (auto same = core::CheckUnchanged(file); !same.ok()) return same;
-  if (target.standard_input) return core::OkStatus();  // the spool has no name to re-check
+  // A spool has no name to re-check.
+  if (target.standard_input || target.open_fd >= 0) return core::OkStatus();
   // The name must still lead to the inode judged: a rename over the path
   // after the open would attach this verdict to another file.
   const std::string& name = target.blob.empty() ? target.path : target.blob;
@@ -263,7 +273,10 @@ core::Status TargetUnchanged(const Target& target, const core::OpenedFile& file)
 }
 
 Report RunFiles(const CommonOptions& opts, const JudgeFn& one, const PruneFn& prune) {
-  const std::vector<Target> targets = ExpandPaths(opts.paths, prune);
+  return RunTargets(opts, ExpandPaths(opts.paths, prune), one);
+}
+
+Report RunTargets(const CommonOptions& opts, const std::vector<Target>& targets, const JudgeFn& one) {
   std::unique_ptr<Progress> progress = StderrProgress(opts.quiet, targets);
   Report report;
   report.files.reserve(targets.size());
