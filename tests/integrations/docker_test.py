@@ -3,12 +3,16 @@
 
 usage: docker_test.py PATH/TO/modelgate
 
-Two stages from debian:12-slim; the build stage uses ci/install-deps.sh,
-`cmake --install` and installs the entrypoint; the runtime stage runs as a
-numeric non-root user with the entrypoint in exec form; its apt packages
-exist in Debian 12 and provide every shared library the built modelgate links
-(readelf NEEDED, mapped to packages with dpkg -S); every program the
-entrypoint script calls comes from an Essential package (present in
+Three stages: `build` from debian:12-slim uses ci/install-deps.sh, builds
+Release under the prefix /usr and makes the .deb with cpack
+(cmake/Packaging.cmake, Depends by dpkg-shlibdeps); `deb` (from scratch)
+holds only that .deb, for `docker build --target deb --output`; the runtime
+stage from debian:12-slim installs the .deb with apt-get (no runtime package
+named by hand), runs as a numeric non-root user with the entrypoint in exec
+form. dpkg-shlibdeps, run here on the built modelgate as cpack runs it, names
+a Debian 12 package owning every shared library the program links (readelf
+NEEDED, mapped with dpkg -S): what apt installs in the image. Every program
+the entrypoint script calls comes from an Essential package (present in
 debian:12-slim); .dockerignore keeps .git and build trees out.
 """
 import json
@@ -22,11 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ROOT, eq, main, modelgate_from_argv, need_tool, run, test  # noqa: E402
 
 MG = modelgate_from_argv()
-for tool in ("readelf", "ldd", "dpkg", "dpkg-query", "apt-cache"):
+for tool in ("readelf", "ldd", "dpkg", "dpkg-query", "apt-cache", "dpkg-shlibdeps"):
     need_tool(tool)
-
-# In every Debian image (Priority: required), so the runtime stage need not name them.
-BASE_PACKAGES = {"libc6", "libgcc-s1", "libstdc++6"}
 
 
 def instructions():
@@ -61,28 +62,72 @@ def stage(n):
     return [(w, a) for s, w, a in INS if s == n]
 
 
+BUILD, DEB, RUNTIME = 0, 1, 2
+DEB_GLOB = "/tmp/modelgate/modelgate_*.deb"
+
+
 @test
-def two_debian_stages(d):
+def build_deb_and_runtime_stages(d):
     froms = [a for _, w, a in INS if w == "FROM"]
-    eq(froms, ["debian:12-slim AS build", "debian:12-slim"], "FROM lines")
+    eq(froms, ["debian:12-slim AS build", "scratch AS deb", "debian:12-slim"], "FROM lines")
 
 
 @test
-def build_stage_builds_release_and_installs(d):
-    runs = " ".join(a for w, a in stage(0) if w == "RUN")
+def build_stage_builds_release_and_packages(d):
+    runs = " ".join(a for w, a in stage(BUILD) if w == "RUN")
     for needle in ("bash ci/install-deps.sh", "-DCMAKE_BUILD_TYPE=Release",
-                   "--target modelgate", "cmake --install /build --prefix /usr/local",
-                   "install -m 0755 docker/entrypoint.sh /usr/local/bin/modelgate-entrypoint"):
+                   "-DCMAKE_INSTALL_PREFIX=/usr", "--target modelgate modelgate_api",
+                   "cpack --config /build/CPackConfig.cmake -G DEB -B /pkg",
+                   "install -m 0755 docker/entrypoint.sh /pkg/modelgate-entrypoint"):
         if needle not in runs:
             raise AssertionError(f"build stage lacks {needle!r}")
-    for path in ("ci/install-deps.sh", "docker/entrypoint.sh"):
+    if "cmake --install" in runs:
+        raise AssertionError("the build stage installs outside the package: the image would "
+                             "not run what the .deb holds")
+    for path in ("ci/install-deps.sh", "docker/entrypoint.sh", "cmake/Packaging.cmake"):
         if not os.path.isfile(os.path.join(ROOT, path)):
             raise AssertionError(f"{path} is missing")
+    # cpack builds nothing: the targets built are those of the components the
+    # package holds (the program, and libmodelgate for the library and -dev).
+    with open(os.path.join(ROOT, "cmake", "Packaging.cmake")) as f:
+        packaging = f.read()
+    m = re.search(r"^set\(CPACK_COMPONENTS_ALL ([^)]*)\)", packaging, re.M)
+    if m is None:
+        raise AssertionError("cmake/Packaging.cmake sets no CPACK_COMPONENTS_ALL")
+    eq(m.group(1).split(), ["Unspecified", "libmodelgate", "libmodelgate-dev"], "packaged components")
+    for needle in ("set(CPACK_GENERATOR DEB)", "set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)",
+                   "set(CPACK_PACKAGING_INSTALL_PREFIX /usr)"):
+        if needle not in packaging:
+            raise AssertionError(f"cmake/Packaging.cmake lacks {needle}")
+    if "CPACK_DEBIAN_PACKAGE_DEPENDS" in packaging:
+        raise AssertionError("Depends written by hand in cmake/Packaging.cmake: dpkg-shlibdeps decides")
+
+
+@test
+def deb_stage_holds_only_the_package(d):
+    eq(stage(DEB), [("FROM", "scratch AS deb"), ("COPY", "--from=build /pkg/modelgate_*.deb /")],
+       "deb stage")
+
+
+@test
+def runtime_stage_installs_the_deb_with_apt(d):
+    final = stage(RUNTIME)
+    copies = [a for w, a in final if w == "COPY"]
+    eq(copies, ["--from=build /pkg/ /tmp/modelgate/"], "only the build's /pkg comes from the build stage")
+    runs = " ".join(a for w, a in final if w == "RUN")
+    for needle in ("apt-get update", "install -m 0755 /tmp/modelgate/modelgate-entrypoint "
+                   "/usr/local/bin/modelgate-entrypoint", "rm -rf /tmp/modelgate /var/lib/apt/lists/*",
+                   "modelgate --version"):
+        if needle not in runs:
+            raise AssertionError(f"runtime stage lacks {needle!r}")
+    eq(runtime_packages(), [DEB_GLOB], "apt-get installs the .deb and nothing named by hand")
+    if runs.index("modelgate --version") < runs.index("apt-get install"):
+        raise AssertionError("modelgate --version runs before the package is installed")
 
 
 @test
 def runtime_stage_is_non_root_with_exec_entrypoint(d):
-    final = stage(1)
+    final = stage(RUNTIME)
     users = [a for w, a in final if w == "USER"]
     eq(len(users), 1, "one USER")
     uid, _, gid = users[0].partition(":")
@@ -94,9 +139,7 @@ def runtime_stage_is_non_root_with_exec_entrypoint(d):
         raise AssertionError("the runtime user is not created with that uid/gid")
     entry = [a for w, a in final if w == "ENTRYPOINT"]
     eq([json.loads(e) for e in entry], [["/usr/local/bin/modelgate-entrypoint"]], "ENTRYPOINT (exec form)")
-    copies = [a for w, a in final if w == "COPY"]
-    eq(copies, ["--from=build /usr/local/bin/modelgate /usr/local/bin/modelgate-entrypoint /usr/local/bin/"],
-       "only the two programs come from the build stage")
+    eq(stage(RUNTIME)[-1], ("CMD", '["--help"]'), "CMD")
     # USER comes after everything that needs root.
     words = [w for w, _ in final]
     if max(i for i, w in enumerate(words) if w in ("RUN", "COPY")) > words.index("USER"):
@@ -104,16 +147,30 @@ def runtime_stage_is_non_root_with_exec_entrypoint(d):
 
 
 def runtime_packages():
-    runs = " ".join(a for w, a in stage(1) if w == "RUN")
+    runs = " ".join(a for w, a in stage(RUNTIME) if w == "RUN")
     m = re.search(r"apt-get install ([^&;]*)", runs)
     if m is None:
         raise AssertionError("no apt-get install in the runtime stage")
     return [t for t in shlex.split(m.group(1)) if not t.startswith("-")]
 
 
+def shlibdeps(program, d):
+    """The package names dpkg-shlibdeps gives for program, as cpack runs it
+    (a debian/control in the working directory)."""
+    os.makedirs(os.path.join(d, "debian"))
+    with open(os.path.join(d, "debian", "control"), "w") as f:
+        f.write("Source: modelgate\n\nPackage: modelgate\nArchitecture: any\n")
+    code, out, err = run(["dpkg-shlibdeps", "-O", program], cwd=d)
+    eq(code, 0, "dpkg-shlibdeps: " + err)
+    m = re.fullmatch(r"shlibs:Depends=(.+)\n?", out)
+    if m is None:
+        raise AssertionError("dpkg-shlibdeps output: " + out)
+    return [re.match(r"\s*([^\s(]+)", dep).group(1) for dep in m.group(1).split(",")]
+
+
 @test
-def runtime_packages_cover_linked_libraries(d):
-    pkgs = runtime_packages()
+def package_depends_cover_linked_libraries(d):
+    pkgs = shlibdeps(MG, d)
     code, out, err = run(["apt-cache", "show", "--no-all-versions", *pkgs])
     for p in pkgs:
         if f"Package: {p}\n" not in out:
@@ -135,8 +192,8 @@ def runtime_packages_cover_linked_libraries(d):
         paths[lib] = where[lib]
     owners = owning_packages(paths)
     for lib, owner in owners.items():
-        if owner not in set(pkgs) | BASE_PACKAGES:
-            raise AssertionError(f"{lib} comes from {owner}, which the runtime stage does not install")
+        if owner not in pkgs:
+            raise AssertionError(f"{lib} comes from {owner}, which dpkg-shlibdeps does not name: {pkgs}")
 
 
 def owning_packages(paths):
