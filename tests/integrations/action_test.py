@@ -9,8 +9,14 @@ order with `bash --noprofile --norc -eo pipefail` (the runner's `shell: bash`),
 GITHUB_OUTPUT / GITHUB_ACTION_PATH / RUNNER_TEMP / GITHUB_WORKSPACE set and
 the `${{ }}` expressions of `env:` and `outputs:` evaluated. MODELGATE_BIN in
 the job's environment makes the setup step use the built program instead of
-building one. Checks exit codes, outputs and the SARIF file.
+installing one. Checks exit codes, outputs and the SARIF file, and the setup
+step's package path: a .deb (made here with dpkg-deb around the built
+program) from the workspace or from an https URL (a curl on PATH that
+records its arguments), pinned by SHA-256, its Depends met or installed (an
+apt-get on PATH that records its arguments: nothing is installed here), and
+that nothing pinned and no build-from-source is an error.
 """
+import hashlib
 import json
 import os
 import re
@@ -26,7 +32,9 @@ from action_runner import ACTION, EXPR  # noqa: E402
 
 MG = modelgate_from_argv()
 need_tool("bash")
+need_tool("dpkg-deb")
 SHELLCHECK = need_tool("shellcheck")
+ARCH = run(["dpkg", "--print-architecture"])[1].strip()
 
 
 def run_action(workspace, inputs=None, job_env=None):
@@ -47,8 +55,11 @@ def rule_ids(doc):
 @test
 def metadata_and_no_expressions_in_run_scripts(d):
     eq(ACTION["runs"]["using"], "composite", "runs.using")
-    eq(sorted(ACTION["inputs"]), ["fail-on", "path", "policy", "sarif-file"], "inputs")
+    eq(sorted(ACTION["inputs"]), ["build-from-source", "fail-on", "modelgate-deb",
+                                  "modelgate-deb-sha256", "path", "policy", "sarif-file"], "inputs")
     eq(ACTION["inputs"]["path"]["default"], ".", "path default")
+    eq(ACTION["inputs"]["build-from-source"]["default"], "false", "build-from-source default")
+    eq(ACTION["inputs"]["modelgate-deb"]["default"], "", "no package by default (none is published)")
     eq(ACTION["inputs"]["sarif-file"]["default"], "modelgate.sarif", "sarif-file default")
     eq(sorted(ACTION["outputs"]), ["exit-code", "sarif-file"], "outputs")
     for step in ACTION["runs"]["steps"]:
@@ -177,7 +188,8 @@ def build_branch_cmake_args(d, github):
     log_file = os.path.join(d, "cmake.log")
     env = {"PATH": fake + ":" + os.environ.get("PATH", "/usr/bin:/bin"), "MODELGATE_BIN": "",
            "FAKE_CMAKE_LOG": log_file, "REAL_MG": os.path.abspath(MG)}
-    code, _, log = action_runner.run_action(MG, ws, {"path": "models"}, env, github)
+    code, _, log = action_runner.run_action(MG, ws, {"path": "models", "build-from-source": "true"},
+                                            env, github)
     with open(log_file) as f:
         return code, f.read().split("\n"), log
 
@@ -204,6 +216,147 @@ def odd_repository_or_ref_keeps_the_default_help_links(d):
         eq(code, 0, f"exit with {github}\n{log}")
         bad = [a for a in args if a.startswith("-DMG_DOCS_BASE_URI") or a.startswith("-DX")]
         eq(bad, [], f"cmake arguments with {github}")
+
+
+FAKE_TOOL = """#!/bin/bash
+# Records each call in $FAKE_LOG; see the test for what each tool does.
+printf '%s %s\\n' "$(basename "$0")" "$*" >>"$FAKE_LOG"
+case "$(basename "$0")" in
+  curl)
+    while [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done
+    cp "$FAKE_CURL_FILE" "$out" ;;
+  apt-get) [ "$1" != -s ] || exec /usr/bin/apt-get "$@" ;;  # a simulation changes nothing
+  sudo) exec "$@" ;;
+esac
+exit 0
+"""
+
+
+def make_deb(d, name="modelgate", depends="libc6"):
+    """A .deb holding the built program as usr/bin/modelgate; returns
+    (path, SHA-256)."""
+    root = os.path.join(d, "debroot")
+    write(root, "DEBIAN/control",
+          f"Package: {name}\nVersion: 0.1.0\nArchitecture: {ARCH}\n"
+          f"Maintainer: t <t@example.invalid>\nDepends: {depends}\nDescription: test\n")
+    os.makedirs(os.path.join(root, "usr", "bin"))
+    shutil.copy(MG, os.path.join(root, "usr", "bin", "modelgate"))
+    deb = os.path.join(d, f"{name}_0.1.0_{ARCH}.deb")
+    code, out, err = run(["dpkg-deb", "--root-owner-group", "-Znone", "--build", root, deb])
+    eq(code, 0, "dpkg-deb --build " + err)
+    shutil.rmtree(root)
+    with open(deb, "rb") as f:
+        return deb, hashlib.sha256(f.read()).hexdigest()
+
+
+def fake_tools(d):
+    """A PATH whose curl, apt-get and sudo record their calls (FAKE_LOG):
+    curl copies FAKE_CURL_FILE to its -o, apt-get -s is the real simulation
+    and any other apt-get call does nothing, sudo runs its command."""
+    fake = os.path.join(d, "fakebin")
+    for tool in ("curl", "apt-get", "sudo"):
+        write(fake, tool, FAKE_TOOL)
+        os.chmod(os.path.join(fake, tool), 0o755)
+    log = os.path.join(d, "fake.log")
+    open(log, "w").close()
+    return {"PATH": fake + ":" + os.environ.get("PATH", "/usr/bin:/bin"), "FAKE_LOG": log}
+
+
+def fake_calls(env):
+    with open(env["FAKE_LOG"]) as f:
+        return f.read().splitlines()
+
+
+def deb_workspace(d, **deb_args):
+    ws = os.path.join(d, "ws")
+    write(ws, "models/good.safetensors", GOOD)
+    deb, sha = make_deb(os.path.join(ws, "dist"), **deb_args)
+    return ws, os.path.relpath(deb, ws), sha
+
+
+@test
+def pinned_deb_from_the_workspace_is_unpacked_and_run(d):
+    ws, deb, sha = deb_workspace(d)
+    env = dict(fake_tools(d), MODELGATE_BIN="")
+    inputs = {"path": "models", "modelgate-deb": deb, "modelgate-deb-sha256": sha}
+    code, outputs, log = run_action(ws, inputs, env)
+    eq(code, 0, "exit\n" + log)
+    if f"using modelgate 0.1.0 from {deb} (SHA-256 {sha})" not in log:
+        raise AssertionError("setup did not use the package: " + log)
+    unpacked = os.path.join(ws, "..", "runner-temp", "modelgate-deb", "root", "usr", "bin", "modelgate")
+    eq(os.path.isfile(unpacked), True, "unpacked under RUNNER_TEMP")
+    # libc6 is installed here: apt-get only simulates, nothing is installed.
+    eq([c.split()[:2] for c in fake_calls(env)], [["apt-get", "-s"]], "apt-get calls")
+    write(ws, "models/evil.safetensors", HOSTILE)
+    code, outputs, log = run_action(ws, inputs, env)
+    eq(code, 1, "the package's program rejects a hostile file\n" + log)
+    eq(rule_ids(load_sarif(ws)), ["MG-ST-TRAILING-BYTES"], "rules")
+
+
+@test
+def missing_dependencies_are_installed_with_apt(d):
+    ws, deb, sha = deb_workspace(d, depends="libc6 (>= 2.0), libmodelgate-test-absent9 (>= 1)")
+    env = dict(fake_tools(d), MODELGATE_BIN="")
+    code, _, log = run_action(ws, {"path": "models", "modelgate-deb": deb,
+                                   "modelgate-deb-sha256": sha}, env)
+    eq(code, 0, "exit\n" + log)
+    calls = [c for c in fake_calls(env) if c.startswith("apt-get")]
+    eq(calls, ["apt-get -s satisfy libc6 (>= 2.0), libmodelgate-test-absent9 (>= 1)",
+               "apt-get update -qq",
+               "apt-get satisfy -y -qq --no-install-recommends "
+               "libc6 (>= 2.0), libmodelgate-test-absent9 (>= 1)"], "apt-get calls")
+
+
+@test
+def deb_from_an_https_url_is_pinned(d):
+    ws, deb, sha = deb_workspace(d)
+    env = dict(fake_tools(d), MODELGATE_BIN="", FAKE_CURL_FILE=os.path.join(ws, deb))
+    url = "https://example.invalid/releases/modelgate_0.1.0.deb"
+    inputs = {"path": "models", "modelgate-deb": url, "modelgate-deb-sha256": sha}
+    code, _, log = run_action(ws, inputs, env)
+    eq(code, 0, "exit\n" + log)
+    curl = [c for c in fake_calls(env) if c.startswith("curl ")]
+    eq(len(curl), 1, "one download")
+    if "--proto =https" not in curl[0] or not curl[0].endswith(" " + url):
+        raise AssertionError("curl must be limited to https: " + curl[0])
+    # The server sends another file: the pin stops it.
+    other = write(d, "other.deb", b"!<arch>\nnot the package")
+    env["FAKE_CURL_FILE"] = other
+    code, _, log = run_action(ws, inputs, env)
+    eq(code, 2, "a download that is not the pinned file\n" + log)
+    if "not the pinned " + sha not in log:
+        raise AssertionError("message: " + log)
+
+
+@test
+def deb_needs_a_pin_and_the_right_package(d):
+    ws, deb, sha = deb_workspace(d)
+    env = dict(fake_tools(d), MODELGATE_BIN="")
+    other_ws, other_deb, other_sha = deb_workspace(os.path.join(d, "o"), name="notmodelgate")
+    shutil.copy(os.path.join(other_ws, other_deb), os.path.join(ws, "dist"))
+    cases = [
+        ({"modelgate-deb": deb}, "modelgate-deb-sha256 must be"),
+        ({"modelgate-deb": deb, "modelgate-deb-sha256": sha.upper()}, "modelgate-deb-sha256 must be"),
+        ({"modelgate-deb": deb, "modelgate-deb-sha256": "0" * 64}, "not the pinned"),
+        ({"modelgate-deb": "dist/absent.deb", "modelgate-deb-sha256": sha}, "is not a file"),
+        ({"modelgate-deb": "http://example.invalid/m.deb", "modelgate-deb-sha256": sha},
+         "must be an https:// URL or a path"),
+        ({"modelgate-deb": "file:///etc/passwd", "modelgate-deb-sha256": sha},
+         "must be an https:// URL or a path"),
+        ({"modelgate-deb": os.path.join("dist", os.path.basename(other_deb)),
+          "modelgate-deb-sha256": other_sha}, "holds package 'notmodelgate', not modelgate"),
+        ({"modelgate-deb": deb, "modelgate-deb-sha256": sha, "build-from-source": "true"},
+         "both 'modelgate-deb' and 'build-from-source: true'"),
+        ({"build-from-source": "yes"}, "build-from-source must be true or false"),
+        ({}, "no modelgate to run: pin a package"),
+    ]
+    for given, message in cases:
+        code, outputs, log = run_action(ws, dict(given, path="models"), env)
+        eq(code, 2, f"{given}\n{log}")
+        if message not in log or "::error title=modelgate setup::" not in log:
+            raise AssertionError(f"{given}: no error annotation with {message!r}: {log}")
+        eq(outputs["exit-code"], "", f"{given}: the run step did not run")
+    eq([c for c in fake_calls(env) if not c.startswith("apt-get -s")], [], "nothing downloaded or installed")
 
 
 @test
