@@ -264,9 +264,11 @@ def action_inputs():
 @test
 def three_lines_of_yaml(d):
     block = CI["three-lines"]
-    eq(len([l for l in block.splitlines() if l.strip()]), 3, "three lines")
+    eq(len([l for l in block.splitlines() if l.strip()]), 5, "five lines")
     steps = yaml.safe_load(block)
     eq(len(steps), 1, "one step")
+    # The program is pinned too: a package and its digest (no default exists).
+    eq({"modelgate-deb", "modelgate-deb-sha256"} <= set(steps[0]["with"]), True, "pinned .deb")
     check_pin(steps[0]["uses"].split("@", 1)[1], "three lines: uses")
     eq(set(steps[0]["with"]) <= set(action_inputs()), True, "inputs exist")
     ws = os.path.join(d, "ws")
