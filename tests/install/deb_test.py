@@ -21,12 +21,16 @@ Builds the package with `cpack -G DEB` from BUILD into a temp directory
   and signs a model; examples/c/load_model.c built against the extracted
   header and modelgate.pc (PKG_CONFIG_SYSROOT_DIR) and examples/cmake-consumer
   with find_package(modelgate) from the extracted tree both verify it and
-  reject a tampered copy.
+  reject a tampered copy;
+- the GitHub Action's setup step (integrations/github/setup.sh) takes the
+  package by path and SHA-256 and hands on a program that runs (its
+  dependencies are met here: apt-get only simulates).
 Any file missing from the package fails a check. Standard library only.
 """
 
 import argparse
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -281,6 +285,28 @@ def check_cmake_consumer(a, root, d, env, fx):
     run([exe, "--pubkey", pubkey, tampered], env=env, expect_rc=1)
 
 
+def check_action_setup(a, deb, d, env):
+    with open(deb, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    out = os.path.join(d, "github-output")
+    open(out, "w").close()
+    step_env = dict(env, GITHUB_OUTPUT=out, GITHUB_ACTION_PATH=a.source, MG_DEB=deb,
+                    MG_DEB_SHA256=sha, MG_DEB_DIR=os.path.join(d, "action"),
+                    MG_BUILD_FROM_SOURCE="false")
+    step_env.pop("MODELGATE_BIN", None)
+    p = run(["bash", "--noprofile", "--norc", "-eo", "pipefail",
+             os.path.join(a.source, "integrations", "github", "setup.sh")], env=step_env, cwd=d)
+    must(f"using modelgate {a.version} from {deb} (SHA-256 {sha})" in p.stdout,
+         "setup.sh did not take the package: " + p.stdout + p.stderr)
+    with open(out, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    want = os.path.join(d, "action", "root", "usr", "bin", "modelgate")
+    must(lines == [f"bin={want}"], f"setup.sh outputs {lines}")
+    p = run([want, "scan", os.path.join(a.source, "examples", "models", "evil-trailing.safetensors")],
+            env=env, expect_rc=1)
+    must("MG-ST-TRAILING-BYTES" in p.stdout, "the Action's program: " + p.stdout)
+
+
 def check(a):
     env = clean_env()
     d = tempfile.mkdtemp(prefix="mg-deb-")
@@ -295,8 +321,9 @@ def check(a):
         fx = check_program(a, root, d, env)
         check_c_example(a, root, d, env, fx)
         check_cmake_consumer(a, root, d, env, fx)
+        check_action_setup(a, deb, d, env)
         print(f"{os.path.basename(deb)}: {len(want)} files as expected; Depends: {', '.join(deps)}; "
-              "program, C example and CMake consumer run from the extracted tree")
+              "program, C example, CMake consumer and the Action's setup run from it")
     finally:
         shutil.rmtree(d)
 
