@@ -69,7 +69,7 @@ elif [ -n "$deb" ]; then
     https://*)
       command -v curl >/dev/null || fail "curl is not installed: apt-get install curl ca-certificates before this step"
       echo "modelgate: downloading $deb"
-      curl -fsSL --proto '=https' --tlsv1.2 --retry 3 -o "$file" "$deb" ||
+      curl -fsSL --proto '=https' --proto-redir '=https' --tlsv1.2 --retry 3 -o "$file" "$deb" ||
         fail "could not download $deb"
       ;;
     *://*) fail "modelgate-deb must be an https:// URL or a path, not '$deb'" ;;

@@ -317,7 +317,7 @@ def deb_from_an_https_url_is_pinned(d):
     eq(code, 0, "exit\n" + log)
     curl = [c for c in fake_calls(env) if c.startswith("curl ")]
     eq(len(curl), 1, "one download")
-    if "--proto =https" not in curl[0] or not curl[0].endswith(" " + url):
+    if "--proto =https --proto-redir =https" not in curl[0] or not curl[0].endswith(" " + url):
         raise AssertionError("curl must be limited to https: " + curl[0])
     # The server sends another file: the pin stops it.
     other = write(d, "other.deb", b"!<arch>\nnot the package")
