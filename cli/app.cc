@@ -210,6 +210,22 @@ class Builder {
     d_.choices[opt] = std::move(values);
     return opt;
   }
+  // U64 takes an unsigned 64-bit integer (overflow-checked; ranges are
+  // the command's to check, with a message naming its limit).
+  CLI::Option* U64(CLI::App* c, const std::string& names, uint64_t* target, const std::string& type,
+                   const std::string& help) {
+    CLI::Option* opt = c->add_option_function<std::string>(
+                            names, [target](const std::string& v) { (void)ParseU64(v, target); }, help)
+                           ->type_name(type)
+                           ->default_str(std::to_string(*target));
+    opt->check(CLI::Validator(
+        [](std::string& v) -> std::string {
+          uint64_t n = 0;
+          return ParseU64(v, &n) ? "" : "needs an unsigned 64-bit integer, not " + Arg(v);
+        },
+        "", ""));
+    return opt;
+  }
   CLI::Option* Flag(CLI::App* c, const std::string& names, bool* target, const std::string& help) {
     return c->add_flag(names, *target, help)->default_str("off");
   }
@@ -280,6 +296,10 @@ const char* const kExitStatus =
     "Exit status: 0 every file passed; 1 a file was rejected; 2 a usage error, or a file "
     "could not be judged.";
 
+// The serve command's body, registered by the program (main.cc) so that
+// only it links the HTTP server; library users of this code do not.
+int (*g_serve)(const CommonOptions&) = nullptr;
+
 }  // namespace
 
 bool TakesValue(const CLI::Option& opt) { return opt.get_expected_max() > 0; }
@@ -301,6 +321,8 @@ std::string OptionHelp(const CLI::Option& opt) {
   }
   return out;
 }
+
+void SetServeCommand(int (*run)(const CommonOptions&)) { g_serve = run; }
 
 AppDefinition BuildApp(CommonOptions* opts) {
   AppDefinition d;
@@ -459,6 +481,44 @@ AppDefinition BuildApp(CommonOptions* opts) {
   b.Color(check);
   b.SarifLevel(check);
   check->footer(kExitStatus);
+
+  CLI::App* serve = b.Command(
+      root, "serve",
+      "Serve the gate over HTTP: POST /v1/scan (one file) and /v1/check (a tar of a model "
+      "directory) answer the JSON report under the server's policy.",
+      "--policy FILE [OPTIONS]", false, [](const CommonOptions& o) {
+        return g_serve != nullptr ? g_serve(o)
+                                  : Usage("serve", "this build of modelgate has no server");
+      });
+  b.File(serve, "--policy", &opts->policy, "FILE",
+         "the server's policy (modelgate/v1 YAML); clients never send one",
+         std::string(kRequiredDefault));
+  b.Value(serve, "--listen", &opts->serve.listen, "ADDR:PORT",
+          "address and port to listen on ([ADDR]:PORT for IPv6; port 0 picks a free one, logged)",
+          opts->serve.listen);
+  b.File(serve, "--token-file", &opts->serve.token_file, "FILE",
+         "require Authorization: Bearer <the token in FILE>; without it only loopback clients "
+         "are served",
+         "none");
+  b.U64(serve, "--max-body-bytes", &opts->serve.max_body_bytes, "N",
+        "largest upload accepted (413 past it, before reading it)");
+  b.U64(serve, "--workers", &opts->serve.workers, "N", "requests judged at once (1 to 32)");
+  b.U64(serve, "--queue", &opts->serve.queue, "N",
+        "connections waiting for a worker; more are answered 503 at once");
+  b.Value(serve, "--spool", &opts->serve.spool, "DIR",
+          "directory for uploads while they are judged (0700; emptied at start)",
+          "$TMPDIR/modelgate-serve-UID");
+  b.U64(serve, "--header-timeout", &opts->serve.header_timeout, "SEC",
+        "time for a request's line and headers (408 past it)");
+  b.U64(serve, "--body-timeout", &opts->serve.body_timeout, "SEC",
+        "time for a request's body (408 past it)");
+  b.File(serve, "--tls-cert", &opts->serve.tls_cert, "FILE",
+         "serve HTTPS with this PEM certificate chain (with --tls-key)", "none");
+  b.File(serve, "--tls-key", &opts->serve.tls_key, "FILE", "the certificate's PEM private key",
+         "none");
+  serve->footer(
+      "Runs until SIGTERM or SIGINT, then finishes the requests in flight and exits 0. Exit "
+      "status 2: it could not start (options, policy, spool, address).");
 
   CLI::App* policy = b.Command(root, "policy", "Work with policy files.", "COMMAND", false, {});
   policy->require_subcommand(0, 1);

@@ -40,6 +40,10 @@ struct AppDefinition {
   const CommandInfo& Info(const CLI::App* command) const { return commands->at(command); }
 };
 
+// SetServeCommand gives `serve` its body (server::RunServe). The program
+// sets it before RunCli; without it `serve` says the build has no server.
+void SetServeCommand(int (*run)(const CommonOptions&));
+
 // BuildApp defines every command and option, bound to `*opts` (which must
 // outlive the result).
 AppDefinition BuildApp(CommonOptions* opts);

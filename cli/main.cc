@@ -7,6 +7,7 @@
 
 #include "app.h"
 #include "exit_code.h"
+#include "serve.h"
 
 int main(int argc, char** argv) {
   using namespace modelgate::cli;
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
   // writers report naming the output (exit 2); by default the kernel would
   // kill the process with SIGXFSZ instead, with no message at all.
   std::signal(SIGXFSZ, SIG_IGN);
+  SetServeCommand(modelgate::server::RunServe);
   try {
     return RunCli(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
   } catch (const std::exception& e) {

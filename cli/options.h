@@ -12,6 +12,19 @@
 
 namespace modelgate::cli {
 
+// ServeOptions are `modelgate serve`'s (server/serve.h reads them).
+struct ServeOptions {
+  std::string listen = "127.0.0.1:8080";  // --listen ADDR:PORT ([ADDR]:PORT for IPv6)
+  std::string token_file;                 // --token-file F
+  uint64_t max_body_bytes = 4ull << 30;   // --max-body-bytes N
+  uint64_t workers = 4;                   // --workers N
+  uint64_t queue = 64;                    // --queue N
+  std::string spool;                      // --spool DIR ("" = $TMPDIR/modelgate-serve-UID)
+  uint64_t header_timeout = 10;           // --header-timeout SEC
+  uint64_t body_timeout = 600;            // --body-timeout SEC
+  std::string tls_cert, tls_key;          // --tls-cert F --tls-key F
+};
+
 // CommonOptions holds every option of every command; a command reads only
 // the ones it defines (app.cc). Defaults here are the ones --help shows.
 struct CommonOptions {
@@ -39,6 +52,7 @@ struct CommonOptions {
   std::string policy;                  // --policy FILE
   std::string json_output;             // --json-output FILE (extra report)
   std::string sarif_output;            // --sarif-output FILE (extra report)
+  ServeOptions serve;                  // serve's options
   // Library callers (libmodelgate's mg_scan) instead of the terminal: when
   // set, EmitReport stores the rendered report in *report_text instead of
   // writing it, and scan/check write their messages (what the program says

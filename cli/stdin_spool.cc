@@ -21,17 +21,6 @@ std::string TempDir() {
   return dir != nullptr && *dir != '\0' ? dir : "/tmp";
 }
 
-// NamelessFile opens a new file in `dir` that no other process can open by
-// name: O_TMPFILE, or a mkstemp name unlinked at once.
-int NamelessFile(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
-  std::string name = dir + "/modelgate-stdin-XXXXXX";
-  fd = ::mkostemp(name.data(), O_CLOEXEC);
-  if (fd >= 0) ::unlink(name.c_str());
-  return fd;
-}
-
 bool WriteAll(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd, p, n);
@@ -44,6 +33,15 @@ bool WriteAll(int fd, const uint8_t* p, size_t n) {
 }
 
 }  // namespace
+
+int NamelessFile(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
+  std::string name = dir + "/modelgate-spool-XXXXXX";
+  fd = ::mkostemp(name.data(), O_CLOEXEC);
+  if (fd >= 0) ::unlink(name.c_str());
+  return fd;
+}
 
 core::Result<core::OpenedFile> SpoolToTempFile(int in_fd, uint64_t max_bytes) {
   const std::string dir = TempDir();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "modelgate/core.h"
 
@@ -12,6 +13,12 @@ namespace modelgate::cli {
 // both are bytes the gate stores for one file it did not open itself. Past
 // it the input is an error, not a partial verdict.
 inline constexpr uint64_t kMaxStdinBytes = 4ull << 30;
+
+// NamelessFile opens a new file (read-write, 0600, close-on-exec) in `dir`
+// that no other process can open by name: O_TMPFILE, or, where the file
+// system lacks it, a mkstemp name unlinked at once. It vanishes with its
+// last descriptor, even when the process is killed. -1 and errno on failure.
+int NamelessFile(const std::string& dir);
 
 // SpoolToTempFile copies everything `in_fd` yields until end of input into
 // a new temporary file that has no name (O_TMPFILE in $TMPDIR, else /tmp;
