@@ -71,7 +71,7 @@ TEST_CASE("every command's --help lists each of its options with its help text a
   const mc::AppDefinition def = mc::BuildApp(&opts);
   std::vector<const CLI::App*> commands = mc::Commands(def);
   commands.insert(commands.begin(), def.app.get());
-  REQUIRE(commands.size() == 10);  // the program, 7 commands, policy, policy lint, help
+  REQUIRE(commands.size() == 11);  // the program, 8 commands, policy, policy lint, help
   for (const CLI::App* c : commands) {
     const std::string& path = def.Info(c).path;
     CAPTURE(path);
@@ -209,8 +209,7 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "usage\n"},
       {{"help", "frob"},
        "modelgate: help: unknown command 'frob' (scan, inspect, keygen, sign, verify, check, "
-       "policy "
-       "or help); run 'modelgate help --help' for usage\n"},
+       "serve, policy or help); run 'modelgate help --help' for usage\n"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
