@@ -239,7 +239,9 @@ bool UnpackUpload(int tar_fd, uint64_t size, int dir_fd, const UploadLimits& lim
 }
 
 bool RemoveTree(int dir_fd) {
-  const int fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  // A descriptor of its own: a dup would share dir_fd's read position, and
+  // a directory listed through dir_fd before would list empty here.
+  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return false;
   DIR* d = ::fdopendir(fd);
   if (d == nullptr) {

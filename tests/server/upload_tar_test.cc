@@ -266,6 +266,13 @@ TEST_CASE("RemoveTree empties a tree without following a symlink out of it", "[u
   REQUIRE(::symlink(outside.c_str(), (tree + "/a/link").c_str()) == 0);
   const int dfd = ::open(tree.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   REQUIRE(dfd >= 0);
+  // Listed to its end through this descriptor first: RemoveTree must not
+  // inherit that read position (a dup of it would list nothing).
+  DIR* listed = ::fdopendir(::fcntl(dfd, F_DUPFD_CLOEXEC, 0));
+  REQUIRE(listed != nullptr);
+  while (::readdir(listed) != nullptr) {
+  }
+  ::closedir(listed);
   CHECK(ms::RemoveTree(dfd));
   ::close(dfd);
   CHECK(Entries(tree).empty());
