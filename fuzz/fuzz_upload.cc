@@ -55,6 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (::mkdtemp(t.data()) == nullptr) __builtin_trap();
     return t;
   }();
+  static const int removed_at_exit = std::atexit([] { ::rmdir(root.c_str()); });
+  (void)removed_at_exit;
   const int in = ::memfd_create("upload", MFD_CLOEXEC);
   if (in < 0 || ::write(in, data, size) != static_cast<ssize_t>(size)) __builtin_trap();
   const int dfd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
