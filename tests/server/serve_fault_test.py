@@ -346,38 +346,31 @@ def raise_nofile(n):
         resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
 
 
-def idle_flood(s, n=1000):
-    """n connections to s that send nothing."""
-    socks = [connect(s.port) for _ in range(n)]
-    time.sleep(0.5)
-    eq(s.alive(), True, f"alive with {n} idle connections")
-    return socks
-
-
 @test
-def a_thousand_idle_connections_then_a_request(d):
+def a_thousand_idle_connections(d):
+    # 1,000 connections that send nothing, opened at once. Asserted, each
+    # problem collected so one run names them all: they are accepted within
+    # CONNECT_S (a listen backlog of a few drops SYNs, and each dropped one
+    # waits a second to be sent again); the server stays up; while they stay
+    # open a real client is served within two header timeouts (the idle ones
+    # that got a worker or a queue slot are cut by --header-timeout counted
+    # from their arrival, the rest refused 503 and retried here; a timeout
+    # counted from when a worker takes a connection lets (queue / workers) x
+    # header-timeout pass first); once they close, a request succeeds and
+    # the fds come back to the baseline.
+    connect_s = 5.0
     raise_nofile(4096)  # the test's 1,000 sockets; the server inherits it
+    problems = []
     with server(d) as s:
         fds0 = s.fds()
-        socks = idle_flood(s)
-        print(f"server fds with 1,000 idle connections: {s.fds()} (baseline {fds0})", flush=True)
-        for sock in socks:
-            sock.close()
-        scan_ok(s.port)
-        assert s.wait_fds(fds0, timeout=15) <= fds0, f"fds {s.fds()} not back to the baseline {fds0}"
-        eq(wait_spool_empty(s.spool), [], "spool")
-
-
-@test
-def idle_connections_hold_no_worker_past_the_header_timeout(d):
-    # While 1,000 idle connections stay open, a real client is served within
-    # two header timeouts: the idle ones that got a worker or a queue slot
-    # are cut by --header-timeout counted from their arrival, and the rest
-    # are refused 503 (retried here). A timeout counted from when a worker
-    # takes a connection lets (queue / workers) x header-timeout pass first.
-    raise_nofile(4096)
-    with server(d) as s:
-        socks = idle_flood(s)
+        start = time.monotonic()
+        socks = [connect(s.port, timeout=30) for _ in range(1000)]
+        took = time.monotonic() - start
+        if took > connect_s:
+            problems.append(f"1,000 connects took {took:.1f} s (> {connect_s} s)")
+        time.sleep(0.5)
+        eq(s.alive(), True, "alive with 1,000 idle connections")
+        print(f"1,000 connects in {took:.1f} s; server fds {s.fds()} (baseline {fds0})", flush=True)
         budget = 2 * TIMEOUT_S + SLACK_S
         start, status, last, tries = time.monotonic(), None, None, 0
         while time.monotonic() - start < budget:
@@ -390,12 +383,17 @@ def idle_connections_hold_no_worker_past_the_header_timeout(d):
             if status == 200:
                 break
             time.sleep(0.2)
-        during = time.monotonic() - start
+        if status != 200:
+            problems.append(f"no 200 among 1,000 idle connections within {budget} s ({tries} tries, "
+                            f"{time.monotonic() - start:.1f} s; last status {status}, {last!r})")
         for sock in socks:
             sock.close()
-        eq(status, 200, f"a request among 1,000 idle connections within {budget} s "
-                        f"({tries} tries, {during:.1f} s; last {last!r})")
         scan_ok(s.port)
+        n = s.wait_fds(fds0, timeout=15)
+        if n > fds0:
+            problems.append(f"fds {n} after closing, baseline {fds0}")
+        eq(wait_spool_empty(s.spool), [], "spool")
+    assert not problems, "; ".join(problems)
 
 
 class SlowUpload:

@@ -107,8 +107,12 @@ def make_tars(d, files):
         p = subprocess.run([MG, "check", "--policy", os.path.join(d, "policy.yaml"), "-f", "json", "."],
                            cwd=root, capture_output=True, timeout=60)
         assert p.returncode in (0, 1), f"check {root}: exit {p.returncode} {p.stderr[-300:]!r}"
-        reports = {f["path"][2:] if f["path"].startswith("./") else f["path"]: f
-                   for f in json.loads(p.stdout)["files"]}
+        reports = {}
+        for f in json.loads(p.stdout)["files"]:
+            # `check .` names ./sub/x; the server names paths from the tar's root.
+            assert f["path"].startswith("./"), f"check . path {f['path']!r}"
+            f["path"] = f["path"][2:]
+            reports[f["path"]] = f
         assert len(reports) == len(members), f"check {root}: {sorted(reports)}"
         out.append((buf.getvalue(), reports))
     return out
