@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -232,10 +233,18 @@ class Conn final : public httplib::Stream {
   }
   void StartResponse() { write_deadline_ = Clock::now() + std::chrono::seconds(kWriteTimeoutSeconds); }
 
-  // WaitForNext waits for a kept-alive connection's next request.
-  bool WaitForNext(std::chrono::seconds idle) {
+  // WaitForNext waits for a kept-alive connection's next request, giving
+  // up early once `stop` is set (SIGTERM: idle connections close at once).
+  bool WaitForNext(std::chrono::seconds idle, const std::atomic<bool>& stop) {
     if (pos_ < len_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0)) return true;
-    return Poll(POLLIN, Clock::now() + idle);
+    const auto deadline = Clock::now() + idle;
+    while (!stop) {
+      const auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+      if (Poll(POLLIN, step)) return true;
+      if (Clock::now() >= deadline) return false;
+      timed_out_ = false;
+    }
+    return false;
   }
 
   bool is_readable() const override {
@@ -642,7 +651,7 @@ class Gate final : public httplib::Server {
     if (!conn.Handshake(Clock::now() + cfg_.header_timeout)) return false;
     t_conn = &conn;
     for (uint64_t n = 0; n < kKeepAliveRequests && svr_sock_ != INVALID_SOCKET; ++n) {
-      if (n > 0 && !conn.WaitForNext(std::chrono::seconds(kKeepAliveSeconds))) break;
+      if (n > 0 && !conn.WaitForNext(std::chrono::seconds(kKeepAliveSeconds), draining_)) break;
       conn.StartRequest(cfg_.header_timeout);
       bool closed = false;
       const bool last = n + 1 == kKeepAliveRequests || draining_;
@@ -766,7 +775,11 @@ class Gate final : public httplib::Server {
     const bool upload = path == "/v1/scan" || path == "/v1/check";
     if (path == "/healthz" || path == "/readyz" || path == "/metrics") x.endpoint = path.substr(1);
     if (upload) x.endpoint = path.substr(4);
-    if (upload && t_conn != nullptr) t_conn->close_after = true;  // until the body is read
+    // Until the body is read; a body on any other request is never read,
+    // so the connection cannot carry on after it either.
+    const std::string length = req.get_header_value("Content-Length");
+    const bool has_body = req.has_header("Transfer-Encoding") || (!length.empty() && length != "0");
+    if (t_conn != nullptr && (upload || has_body)) t_conn->close_after = true;
     if (x.endpoint == "other") {
       Fail(res, x, 404, "not-found", "no such endpoint: POST /v1/scan, POST /v1/check, GET /healthz, /readyz, /metrics");
       return;
@@ -1111,6 +1124,14 @@ int RunServe(const cli::CommonOptions& opts) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // Every connection is a descriptor: up to the hard limit, not the
+  // usual soft 1024, so a burst of clients is answered (503 at worst)
+  // rather than left in the backlog by EMFILE.
+  rlimit files {};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   Gate gate(cfg, checker.value(), tls);
   int port = cfg.port;
