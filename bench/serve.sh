@@ -10,7 +10,8 @@
 #    file;
 #  - the server's peak RSS (VmHWM) over the whole run.
 # Ratios are server / per-process (target >= 5x for small files). The server
-# runs with --workers $(nproc); files are in the page cache for both. Needs
+# runs with --workers max(clients, nproc): a kept-alive connection holds its
+# worker while it lasts. Files are in the page cache for both. Needs
 # (MG_BENCH_LARGE + MG_BENCH_CLIENTS) x 256 MiB free under $TMPDIR (files +
 # spool).
 set -euo pipefail
@@ -27,7 +28,7 @@ source "$(dirname "$0")/lib.sh"
 large=${MG_BENCH_LARGE:-2}
 clients=${MG_BENCH_CLIENTS:-4}
 bench_scratch $(((large + clients) * 256 + 64)) serve
-echo "modelgate serve vs one process per file; $(nproc) cores; build $(grep -m1 '^CMAKE_BUILD_TYPE' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2 || echo '?')"
+echo "modelgate serve vs one process per file; $(nproc) cores; build $(grep -m1 '^CMAKE_BUILD_TYPE' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2 | sed 's/^$/default/' || echo '?')"
 
 /usr/bin/python3 - "$mg" "$data" "$large" "$clients" "${MG_BENCH_SMALL:-400}" <<'PY'
 import http.client, json, os, pickle, signal, struct, subprocess, sys, threading, time, urllib.parse
@@ -71,6 +72,7 @@ for i in range(large):
         f.write(bytes([i]) + block[1:])
         for _ in range(15):
             f.write(block)
+        f.truncate(256 << 20)  # header + n bytes of data
     big.append(path)
     with open(path, "rb") as f:  # into the page cache
         while f.read(1 << 24):
@@ -104,7 +106,7 @@ procN_rate, procN_lat = per_process(clients)
 
 # ---- the server -------------------------------------------------------------------
 srv = subprocess.Popen([mg, "serve", "--policy", pol, "--listen", "127.0.0.1:0", "--spool", spool,
-                        "--workers", str(os.cpu_count()), "--queue", "256",
+                        "--workers", str(max(clients, os.cpu_count())), "--queue", "256",
                         "--max-body-bytes", str(300 << 20)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 port = json.loads(srv.stderr.readline())["port"]
@@ -128,13 +130,13 @@ def post(conn, name, body):
     conn.putrequest("POST", "/v1/scan?name=" + urllib.parse.quote(name, safe=""))
     size = os.path.getsize(body) if isinstance(body, str) else len(body)
     conn.putheader("Content-Length", str(size))
-    conn.endheaders()
-    if isinstance(body, str):
+    if isinstance(body, bytes):
+        conn.endheaders(body)  # one send: no Nagle / delayed-ACK stall between head and body
+    else:
+        conn.endheaders()
         with open(body, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 conn.send(chunk)
-    else:
-        conn.send(body)
     r = conn.getresponse()
     doc = r.read()
     assert r.status == 200, (name, r.status, doc[:300])
