@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -217,8 +218,8 @@ class Conn final : public httplib::Stream {
   }
 
   // StartRequest begins reading a request's headers.
-  void StartRequest(std::chrono::seconds header_timeout) {
-    const auto now = Clock::now();
+  void StartRequest(std::chrono::seconds header_timeout, Clock::time_point now = Clock::now()) {
+    header_text_.clear();
     phase_ = Phase::kHeaders;
     read_deadline_ = now + header_timeout;
     write_deadline_ = now + header_timeout + std::chrono::seconds(kWriteTimeoutSeconds);
@@ -267,6 +268,7 @@ class Conn final : public httplib::Stream {
       }
       n = std::min<size_t>(n, kMaxHeaderBytes - header_bytes_);
       header_bytes_ += n;
+      header_text_.append(buf_ + pos_, n);
     }
     std::memcpy(ptr, buf_ + pos_, n);
     pos_ += n;
@@ -311,6 +313,8 @@ class Conn final : public httplib::Stream {
   }
 
   Phase phase() const { return phase_; }
+  // The request line and headers as received (at most kMaxHeaderBytes).
+  const std::string& header_text() const { return header_text_; }
   bool timed_out() const { return timed_out_; }
   bool header_overflow() const { return header_overflow_; }
   uint64_t request_bytes() const { return request_bytes_; }
@@ -318,7 +322,6 @@ class Conn final : public httplib::Stream {
   bool close_after = false;  // set by a handler that left a body unread
   bool handled = false;      // the request reached Handle
 
- private:
   static void AddressOf(const sockaddr_storage& ss, std::string* ip, int* port) {
     char text[INET6_ADDRSTRLEN] = "";
     if (ss.ss_family == AF_INET) {
@@ -332,6 +335,7 @@ class Conn final : public httplib::Stream {
     }
     *ip = text;
   }
+ private:
   void Address(int (*get)(int, sockaddr*, socklen_t*), std::string* ip, int* port) const {
     sockaddr_storage ss {};
     socklen_t len = sizeof ss;
@@ -392,6 +396,7 @@ class Conn final : public httplib::Stream {
   Phase phase_ = Phase::kHeaders;
   Clock::time_point read_deadline_{}, write_deadline_{};
   uint64_t header_bytes_ = 0, request_bytes_ = 0;
+  std::string header_text_;
   mutable bool timed_out_ = false;
   bool header_overflow_ = false, peer_closed_ = false;
 };
@@ -400,6 +405,10 @@ class Conn final : public httplib::Stream {
 // a time), and whether this thread only refuses connections.
 thread_local Conn* t_conn = nullptr;
 thread_local bool t_refuse = false;
+// When the connection a worker runs was accepted: its first request's
+// headers are due header-timeout after that, not after it left the queue,
+// so idle connections waiting in the queue expire there too.
+thread_local Clock::time_point t_accepted{};
 
 std::string ErrorJson(const std::string& code, const std::string& message, const std::string& id) {
   nlohmann::json j;
@@ -433,7 +442,10 @@ class Queue final : public httplib::TaskQueue {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopping_ && jobs_.size() < queue_ + idle_) {
-        jobs_.push_back(std::move(fn));
+        jobs_.push_back([fn = std::move(fn), at = Clock::now()] {
+          t_accepted = at;
+          fn();
+        });
         metrics_.queued = static_cast<int64_t>(jobs_.size());
         cv_.notify_one();
         return;
@@ -578,6 +590,34 @@ struct Fd {
   }
 };
 
+// HeaderSyntax checks the header lines as received (RFC 9112 5): each is
+// "name: value" with a token name and no whitespace before the colon, no
+// line folded onto the previous, no bare CR or NUL. "" when they are.
+std::string HeaderSyntax(std::string_view text) {
+  const size_t first = text.find("\r\n");
+  if (first == std::string_view::npos) return "";  // httplib read less: it judged it
+  size_t at = first + 2;
+  for (size_t line_no = 1;; ++line_no) {
+    const size_t end = text.find("\r\n", at);
+    if (end == std::string_view::npos || end == at) return "";  // the blank line ends them
+    const std::string_view line = text.substr(at, end - at);
+    const std::string where = "header line " + std::to_string(line_no);
+    if (line.front() == ' ' || line.front() == '\t') return where + " is folded (obsolete line folding)";
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return where + " has no ':'";
+    if (colon == 0) return where + " has an empty field name";
+    for (char c : line.substr(0, colon)) {
+      const bool token = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+      if (!token) return where + ": the field name holds a character a token cannot";
+    }
+    for (char c : line) {
+      if (c == '\r' || c == '\0' || c == '\n') return where + " holds a bare CR, LF or NUL";
+    }
+    at = end + 2;
+  }
+}
+
 class Gate final : public httplib::Server {
  public:
   Gate(const Config& cfg, const cli::Checker& checker, SSL_CTX* tls)
@@ -594,7 +634,7 @@ class Gate final : public httplib::Server {
     });
     // Errors httplib answers itself, before Handle (a malformed request
     // line or header, a URI too long): the same JSON body, counted.
-    set_error_handler(HandlerWithResponse([this](const Request& req, Response& res) {
+    set_error_handler(HandlerWithResponse([this](const Request&, Response& res) {
       if (t_conn == nullptr || t_conn->handled) return HandlerResponse::Unhandled;
       std::string code = res.status == 414 ? "uri-too-long" : "bad-request";
       std::string message = "malformed HTTP request";
@@ -613,19 +653,19 @@ class Gate final : public httplib::Server {
       res.set_header("X-Request-Id", id);
       res.set_content(ErrorJson(code, message, id), "application/json");
       res.set_header("Connection", "close");
-      metrics_.Request("other", "none", res.status, 0);
-      LogLine({{"event", "request"},
-               {"request_id", id},
-               {"client", req.remote_addr + ":" + std::to_string(req.remote_port)},
-               {"endpoint", "other"},
-               {"status", res.status},
-               {"verdict", "none"},
-               {"ms", 0}});
+      std::string ip;
+      int port = -1;
+      t_conn->get_remote_ip_and_port(ip, port);
+      LogRefused(id, ip + ":" + std::to_string(port), res.status);
       return HandlerResponse::Handled;
     }));
   }
 
   void Drain() { draining_ = true; }
+  // Backlog re-listens on the bound socket with a deeper accept queue than
+  // the 5 the Debian library was built with (CPPHTTPLIB_LISTEN_BACKLOG,
+  // fixed in the shared library): Linux applies a second listen()'s backlog.
+  void Backlog(int n) { (void)::listen(svr_sock_, n); }
   Metrics& metrics() { return metrics_; }
 
  private:
@@ -639,6 +679,10 @@ class Gate final : public httplib::Server {
     Fd owned(sock);
     const int fl = ::fcntl(sock, F_GETFL);
     if (fl >= 0) ::fcntl(sock, F_SETFL, fl | O_NONBLOCK);
+    // httplib writes a response's head and body in two sends: without
+    // this, a kept-alive client waits out a delayed ACK (~40 ms) on each.
+    const int one = 1;
+    (void)::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     SSL* ssl = nullptr;
     if (tls_ != nullptr) {
       ssl = SSL_new(tls_);
@@ -652,27 +696,20 @@ class Gate final : public httplib::Server {
     t_conn = &conn;
     for (uint64_t n = 0; n < kKeepAliveRequests && svr_sock_ != INVALID_SOCKET; ++n) {
       if (n > 0 && !conn.WaitForNext(std::chrono::seconds(kKeepAliveSeconds), draining_)) break;
-      conn.StartRequest(cfg_.header_timeout);
+      conn.StartRequest(cfg_.header_timeout, n == 0 ? t_accepted : Clock::now());
       bool closed = false;
       const bool last = n + 1 == kKeepAliveRequests || draining_;
       const bool ok = process_request(conn, last, closed, nullptr);
       if (!ok && conn.phase() == Conn::Phase::kHeaders && conn.request_bytes() > 0) {
         // The request never reached a handler: answer why, once.
         if (conn.header_overflow()) {
-          conn.WriteRaw(RawResponse(431, "Request Header Fields Too Large",
-                                    ErrorJson("header-too-large",
-                                              "request line and headers exceed " +
-                                                  std::to_string(kMaxHeaderBytes) +
-                                                  " bytes (kMaxHeaderBytes)",
-                                              "")));
-          metrics_.Request("other", "none", 431, 0);
+          RawError(conn, 431, "Request Header Fields Too Large", "header-too-large",
+                   "request line and headers exceed " + std::to_string(kMaxHeaderBytes) +
+                       " bytes (kMaxHeaderBytes)");
         } else if (conn.timed_out()) {
-          conn.WriteRaw(RawResponse(408, "Request Timeout",
-                                    ErrorJson("request-timeout",
-                                              "the request's headers did not arrive within " +
-                                                  std::to_string(cfg_.header_timeout.count()) + " s",
-                                              "")));
-          metrics_.Request("other", "none", 408, 0);
+          RawError(conn, 408, "Request Timeout", "request-timeout",
+                   "the request's headers did not arrive within " +
+                       std::to_string(cfg_.header_timeout.count()) + " s (--header-timeout)");
         }
       }
       // A request httplib refused itself (a malformed line or header: its
@@ -685,18 +722,50 @@ class Gate final : public httplib::Server {
     return true;
   }
 
+  // RawError answers a request that never reached Handle, with an id and
+  // a log line like any other.
+  void RawError(Conn& conn, int status, const char* reason, const std::string& code,
+                const std::string& message) {
+    const std::string id = NewId();
+    conn.WriteRaw(RawResponse(status, reason, ErrorJson(code, message, id),
+                              "X-Request-Id: " + id + "\r\n"));
+    std::string ip;
+    int port = -1;
+    conn.get_remote_ip_and_port(ip, port);
+    LogRefused(id, ip + ":" + std::to_string(port), status);
+  }
+
+  void LogRefused(const std::string& id, const std::string& client, int status) {
+    metrics_.Request("other", "none", status, 0);
+    LogLine({{"event", "request"},
+             {"request_id", id},
+             {"client", client},
+             {"endpoint", "other"},
+             {"status", status},
+             {"verdict", "none"},
+             {"ms", 0}});
+  }
+
+  // Refuse answers a connection the queue had no room for: 503 at once,
+  // without reading it.
   void Refuse(socket_t sock) {
+    const std::string id = NewId();
     if (tls_ == nullptr) {
       const std::string r =
           RawResponse(503, "Service Unavailable",
                       ErrorJson(draining_ ? "draining" : "queue-full",
                                 draining_ ? "the server is shutting down; retry on another"
                                           : "every worker is busy and the queue is full; retry",
-                                ""),
-                      "Retry-After: 1\r\n");
+                                id),
+                      "Retry-After: 1\r\nX-Request-Id: " + id + "\r\n");
       (void)::send(sock, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    metrics_.Request("connection", "none", 503, 0);
+    sockaddr_storage ss {};
+    socklen_t len = sizeof ss;
+    std::string ip;
+    int port = -1;
+    if (::getpeername(sock, reinterpret_cast<sockaddr*>(&ss), &len) == 0) Conn::AddressOf(ss, &ip, &port);
+    LogRefused(id, ip + ":" + std::to_string(port), 503);
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
   }
@@ -772,6 +841,15 @@ class Gate final : public httplib::Server {
 
   void Route(const Request& req, Response& res, Exchange& x) {
     const std::string& path = req.path;
+    if (t_conn != nullptr) {
+      if (std::string why = HeaderSyntax(t_conn->header_text()); !why.empty()) {
+        // httplib skips a header line it cannot split; another reader of
+        // the same bytes might not (request smuggling): refuse them.
+        t_conn->close_after = true;
+        Fail(res, x, 400, "bad-request", why);
+        return;
+      }
+    }
     const bool upload = path == "/v1/scan" || path == "/v1/check";
     if (path == "/healthz" || path == "/readyz" || path == "/metrics") x.endpoint = path.substr(1);
     if (upload) x.endpoint = path.substr(4);
@@ -1145,6 +1223,7 @@ int RunServe(const cli::CommonOptions& opts) {
               << "\n";
     return cli::kExitCannotJudge;
   }
+  gate.Backlog(kListenBacklog);
   std::atomic<bool> done{false};
   std::thread stopper([&] {
     timespec tick{0, 200 * 1000 * 1000};

@@ -33,6 +33,9 @@ inline constexpr uint64_t kWriteTimeoutSeconds = 60;
 // worker; kKeepAliveRequests how many requests one connection may make.
 inline constexpr uint64_t kKeepAliveSeconds = 5;
 inline constexpr uint64_t kKeepAliveRequests = 100;
+// kListenBacklog is the kernel's queue of connections not yet accepted
+// (capped by net.core.somaxconn).
+inline constexpr int kListenBacklog = 1024;
 
 // RunServe serves until SIGTERM or SIGINT, then lets in-flight requests
 // finish and returns 0. 2 when it cannot start (bad options, policy, port,
