@@ -235,6 +235,16 @@ class Builder {
     Choice(c, "-f,--format", &o_.format, "FORMAT", "report format: " + JoinOr(values), values,
            "format");
   }
+  void FileList(CLI::App* c) {
+    Value(c, "--files-from", &o_.files_from, "FILE",
+          "also judge the paths listed in FILE (- for standard input): one per line, or JSON "
+          "lines with a \"path\" field (docs/registry-backfill.md)",
+          "none");
+    Value(c, "--shard", &o_.shard, "I/N",
+          "judge only the operands whose SHA-256 of the path, modulo N, is I (0 <= I < N): "
+          "N runs with I = 0..N-1 judge every operand once",
+          "all");
+  }
   void Output(CLI::App* c) {
     File(c, "-o,--output", &o_.out_path, "FILE",
          "write the report to FILE (replaced atomically) instead of stdout", "stdout");
@@ -354,9 +364,10 @@ AppDefinition BuildApp(CommonOptions* opts) {
   b.Operands(scan, "PATH",
              "files or directories (walked recursively, links never followed out); - reads "
              "standard input, reported as -");
-  b.Format(scan, {"text", "json", "sarif"});
+  b.Format(scan, {"text", "json", "jsonl", "sarif"});
   b.Output(scan);
   b.Quiet(scan, "no progress line and no summary on stderr");
+  b.FileList(scan);
   b.FailOn(scan);
   b.Yara(scan);
   b.File(scan, "--policy", &opts->policy, "FILE",
@@ -474,9 +485,10 @@ AppDefinition BuildApp(CommonOptions* opts) {
          "the detached bundle covering the one PATH (default: PATH/model.sig when PATH is a "
          "directory holding one)",
          "none");
-  b.Format(check, {"text", "json", "sarif"});
+  b.Format(check, {"text", "json", "jsonl", "sarif"});
   b.Output(check);
   b.Quiet(check, "no progress line and no summary on stderr");
+  b.FileList(check);
   b.ExtraReports(check);
   b.Color(check);
   b.SarifLevel(check);

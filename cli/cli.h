@@ -62,6 +62,8 @@ struct FileReport {
   std::string rel;
   // What the model-level checks need of this file (model_dir.h), if any.
   std::shared_ptr<ModelSide> side;
+  // -f jsonl: the line was written as the file finished (RunTargets).
+  bool streamed = false;
 };
 
 struct Summary {
@@ -166,6 +168,16 @@ std::string RenderText(const Report& report, bool color);
 // (severity): message`, with `path` already made displayable.
 std::string FindingLine(const std::string& path, const scanner::Finding& f, bool color);
 std::string RenderJson(const Report& report);
+// -f jsonl: RenderJsonLine is one file's object (the JSON report's files[]
+// entry) on one line; RenderJsonlEnd the last line, the report's head
+// (schema, tool, policy) with its summary.
+std::string RenderJsonLine(const FileReport& file);
+std::string RenderJsonlEnd(const Report& report);
+// StreamJsonl is the CommonOptions::on_file of -f jsonl to standard output:
+// it writes a file's line at once unless the model checks after the walk
+// may still change it (a shard index, a detached bundle's own entry),
+// which EmitReport writes at the end.
+bool StreamJsonl(const FileReport& file);
 // SarifLevel is a SARIF result level, most important first. Severities map
 // critical|high -> error, medium -> warning, low|info -> note.
 enum class SarifLevel { kError, kWarning, kNote };
@@ -196,6 +208,12 @@ bool WriteOutput(const std::string& out_path, const std::string& text);
 // then atomically replaces `out_path`) and returns false on failure.
 // Returns false, after a message on stderr, when anything failed.
 bool StreamOutput(const std::string& out_path, const std::function<bool(std::ostream&)>& write);
+
+// WithOperands is `given` with --files-from and --shard applied
+// (file_list.h) and, for -f jsonl to standard output, StreamJsonl as
+// on_file; nullopt, with the exit code in *exit_code, after a usage error.
+std::optional<CommonOptions> WithOperands(const CommonOptions& given, const std::string& command,
+                                          int* exit_code);
 
 // The commands' bodies, on the options RunCli (app.h) parsed for them.
 int RunScan(const CommonOptions& opts);

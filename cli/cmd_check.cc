@@ -199,10 +199,12 @@ int RunChecked(const CommonOptions& opts, const std::string& policy_path) {
   return EmitReport(report.value(), opts);
 }
 
-int RunCheck(const CommonOptions& opts) {
-  if (opts.policy.empty()) return Usage("check", "needs --policy FILE");
-  if (opts.paths.empty()) return Usage("check", "needs at least one PATH");
-  return RunChecked(opts, opts.policy);
+int RunCheck(const CommonOptions& given) {
+  if (given.policy.empty()) return Usage("check", "needs --policy FILE");
+  int code = 0;
+  const std::optional<CommonOptions> opts = WithOperands(given, "check", &code);
+  if (!opts) return code;
+  return RunChecked(*opts, opts->policy);
 }
 
 // RunPolicyLint writes everything on stderr, `ok` included: lint produces

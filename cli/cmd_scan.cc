@@ -1,10 +1,12 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <iostream>
 
 #include "cli.h"
 #include "exit_code.h"
+#include "file_list.h"
 #include "model_dir.h"
 #include "options.h"
 
@@ -29,8 +31,39 @@ bool ConfigureYara(const CommonOptions& opts, scanner::ScanOptions* scan_options
   return true;
 }
 
-int RunScan(const CommonOptions& opts) {
-  if (opts.paths.empty()) return Usage("scan", "needs at least one PATH");
+bool StreamJsonl(const FileReport& file) {
+  const bool may_change = (file.side && file.side->index) ||
+                          (file.signature.kind == "detached" && file.signature.detached_state == "ignored");
+  if (may_change) return false;
+  std::cout << RenderJsonLine(file) << std::flush;
+  return static_cast<bool>(std::cout);
+}
+
+// WithOperands is `given` with --files-from and --shard applied, and the
+// jsonl stream hooked in; nullopt after a usage error.
+std::optional<CommonOptions> WithOperands(const CommonOptions& given, const std::string& command,
+                                          int* exit_code) {
+  CommonOptions opts = given;
+  std::string why;
+  if (!ResolveOperands(&opts, &why)) {
+    *exit_code = Usage(command, why);
+    return std::nullopt;
+  }
+  if (opts.paths.empty() && opts.files_from.empty() && opts.shard.empty()) {
+    *exit_code = Usage(command, "needs at least one PATH");
+    return std::nullopt;
+  }
+  if (opts.format == "jsonl" && opts.out_path.empty() && opts.report_text == nullptr) {
+    opts.on_file = StreamJsonl;
+  }
+  return opts;
+}
+
+int RunScan(const CommonOptions& given) {
+  int code = 0;
+  const std::optional<CommonOptions> resolved = WithOperands(given, "scan", &code);
+  if (!resolved) return code;
+  const CommonOptions& opts = *resolved;
   if (!opts.policy.empty()) {
     // Under a policy, the policy sets the bar, the rules and the limits.
     if (!opts.yara_dirs.empty() || opts.no_yara || opts.yara_scope != "header") {
@@ -60,7 +93,15 @@ int EmitReport(Report& report, const CommonOptions& opts) {
   const bool color = UseColor(opts, ::isatty(STDOUT_FILENO) == 1, std::getenv("NO_COLOR"));
   SarifLevel level = SarifLevel::kWarning;
   (void)ParseSarifLevel(opts.sarif_level, &level);  // the parser accepted only these
+  std::string jsonl;
+  if (opts.format == "jsonl") {
+    for (const FileReport& f : report.files) {
+      if (!f.streamed) jsonl += RenderJsonLine(f);
+    }
+    jsonl += RenderJsonlEnd(report);
+  }
   const std::string text = opts.format == "json"    ? RenderJson(report)
+                           : opts.format == "jsonl" ? jsonl
                            : opts.format == "sarif" ? RenderSarif(report, level)
                                                     : RenderText(report, color);
   if (opts.report_text != nullptr) {

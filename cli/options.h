@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -11,6 +12,8 @@
 #include "modelgate/core.h"
 
 namespace modelgate::cli {
+
+struct FileReport;  // cli.h
 
 // ServeOptions are `modelgate serve`'s (server/serve.h reads them).
 struct ServeOptions {
@@ -53,6 +56,11 @@ struct CommonOptions {
   std::string json_output;             // --json-output FILE (extra report)
   std::string sarif_output;            // --sarif-output FILE (extra report)
   ServeOptions serve;                  // serve's options
+  std::string files_from;              // scan/check --files-from FILE|- (file_list.h)
+  std::string shard;                   // scan/check --shard I/N (file_list.h)
+  // -f jsonl to standard output: called with each file's final report as
+  // RunTargets finishes it; true when it wrote the line (report.cc).
+  std::function<bool(const FileReport&)> on_file;
   // Library callers (libmodelgate's mg_scan) instead of the terminal: when
   // set, EmitReport stores the rendered report in *report_text instead of
   // writing it, and scan/check write their messages (what the program says

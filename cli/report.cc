@@ -74,7 +74,10 @@ void PutName(nlohmann::ordered_json& o, const std::string& key, const std::strin
 
 }  // namespace
 
-std::string RenderJson(const Report& report) {
+namespace {
+
+// Head is the report's document fields before `files`.
+nlohmann::ordered_json Head(const Report& report) {
   using nlohmann::ordered_json;
   ordered_json doc;
   doc["schema"] = "modelgate.report/v1";
@@ -87,8 +90,17 @@ std::string RenderJson(const Report& report) {
     if (report.policy_sha256) policy["sha256"] = core::HexLower(*report.policy_sha256);
     doc["policy"] = std::move(policy);
   }
-  ordered_json files = ordered_json::array();
-  for (const auto& f : report.files) {
+  return doc;
+}
+
+nlohmann::ordered_json SummaryJson(const Summary& s) {
+  return {{"files", s.files}, {"passed", s.passed}, {"rejected", s.rejected}, {"errors", s.errors}};
+}
+
+// FileJson is one entry of `files`.
+nlohmann::ordered_json FileJson(const FileReport& f) {
+  using nlohmann::ordered_json;
+  {
     const auto& s = f.scan;
     ordered_json j;
     PutName(j, "path", s.path);
@@ -141,16 +153,36 @@ std::string RenderJson(const Report& report) {
     if (!f.signature.detached_state.empty()) sig["detached_state"] = f.signature.detached_state;
     j["signature"] = std::move(sig);
     if (s.safetensors) j["tensors"] = s.safetensors->tensors.size();
-    files.push_back(std::move(j));
+    return j;
   }
+}
+
+// Dump: invalid UTF-8 left in a message or global becomes U+FFFD rather
+// than an exception.
+std::string Dump(const nlohmann::ordered_json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace
+
+std::string RenderJsonLine(const FileReport& file) { return Dump(FileJson(file), -1); }
+
+std::string RenderJsonlEnd(const Report& report) {
+  nlohmann::ordered_json doc = Head(report);
+  doc["summary"] = SummaryJson(report.summary);
+  return Dump(doc, -1);
+}
+
+std::string RenderJson(const Report& report) {
+  using nlohmann::ordered_json;
+  ordered_json doc = Head(report);
+  ordered_json files = ordered_json::array();
+  for (const auto& f : report.files) files.push_back(FileJson(f));
   doc["files"] = std::move(files);
-  doc["summary"] = {{"files", report.summary.files},
-                    {"passed", report.summary.passed},
-                    {"rejected", report.summary.rejected},
-                    {"errors", report.summary.errors}};
+  doc["summary"] = SummaryJson(report.summary);
   // Invalid UTF-8 left in a message or global becomes U+FFFD rather than an
   // exception.
-  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return Dump(doc, 2);
 }
 
 bool WriteOutput(const std::string& out_path, const std::string& text) {

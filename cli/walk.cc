@@ -306,6 +306,7 @@ Report RunTargets(const CommonOptions& opts, const std::vector<Target>& targets,
     fr.target = target.blob;
     fr.operand = target.operand;
     fr.rel = target.rel;
+    if (opts.on_file) fr.streamed = opts.on_file(fr);
     report.files.push_back(std::move(fr));
     if (progress) progress->EndFile();
   }

@@ -172,7 +172,7 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "modelgate: inspect: unknown option '--pubkey' (--pubkey is an option of verify); run "
        "'modelgate inspect --help' for usage\n"},
       {{"scan", "-f", "xml", "x"},
-       "modelgate: scan: --format: unknown format 'xml' (text, json or sarif); run 'modelgate scan "
+       "modelgate: scan: --format: unknown format 'xml' (text, json, jsonl or sarif); run 'modelgate scan "
        "--help' for usage\n"},
       {{"inspect", "--format=sarif", "x"},
        "modelgate: inspect: --format: unknown format 'sarif' (text or json); run 'modelgate "

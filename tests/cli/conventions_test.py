@@ -379,7 +379,7 @@ def bash_completion_parses_and_completes_from_the_definitions(d):
             must(n in words, f"{c['path']} {n} in the bash completion")
     eq(complete("modelgate sc"), ["scan"], "a command")
     eq(complete("modelgate scan --fail-"), ["--fail-on"], "an option")
-    eq(complete("modelgate scan -f "), ["text", "json", "sarif"], "choices")
+    eq(complete("modelgate scan -f "), ["text", "json", "jsonl", "sarif"], "choices")
     eq(complete("modelgate inspect --format "), ["text", "json"], "inspect's choices")
     eq(complete("modelgate check --policy p.yaml --sarif-l"), ["--sarif-level"], "after a value")
     eq(complete("modelgate policy "), ["-h", "--help", "lint"], "policy's commands")
