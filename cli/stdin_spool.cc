@@ -21,17 +21,6 @@ std::string TempDir() {
   return dir != nullptr && *dir != '\0' ? dir : "/tmp";
 }
 
-bool WriteAll(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 }  // namespace
 
 int NamelessFile(const std::string& dir) {
@@ -42,6 +31,19 @@ int NamelessFile(const std::string& dir) {
   if (fd >= 0) ::unlink(name.c_str());
   return fd;
 }
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
 
 core::Result<core::OpenedFile> SpoolToTempFile(int in_fd, uint64_t max_bytes) {
   const std::string dir = TempDir();

@@ -20,6 +20,10 @@ inline constexpr uint64_t kMaxStdinBytes = 4ull << 30;
 // last descriptor, even when the process is killed. -1 and errno on failure.
 int NamelessFile(const std::string& dir);
 
+// WriteAll writes all `n` bytes to `fd`, retrying short writes and EINTR;
+// false (errno set) on failure.
+bool WriteAll(int fd, const void* data, size_t n);
+
 // SpoolToTempFile copies everything `in_fd` yields until end of input into
 // a new temporary file that has no name (O_TMPFILE in $TMPDIR, else /tmp;
 // where the file system lacks O_TMPFILE, mkstemp then unlink) and returns

@@ -988,7 +988,7 @@ class Gate final : public httplib::Server {
         }
         return;
       }
-      if (!WriteAll(body.fd, buf.data(), static_cast<size_t>(n))) {
+      if (!cli::WriteAll(body.fd, buf.data(), static_cast<size_t>(n))) {
         Fail(res, x, 500, "internal", std::string("cannot spool the upload: ") + std::strerror(errno));
         return;
       }
@@ -1013,16 +1013,6 @@ class Gate final : public httplib::Server {
     res.set_content(cli::RenderJson(report), "application/json");
   }
 
-  static bool WriteAll(int fd, const char* p, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::write(fd, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
-      p += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  }
 
   cli::CommonOptions RunOptions() const {
     cli::CommonOptions o;

@@ -14,6 +14,7 @@
 
 #include "modelgate/scanner.h"
 #include "source.h"
+#include "stdin_spool.h"
 #include "tar.h"
 
 namespace modelgate::server {
@@ -119,13 +120,7 @@ bool CopyRange(int from, uint64_t offset, uint64_t n, int to,
       if (r == 0) errno = EIO;  // the spool shrank under us
       return false;
     }
-    size_t done = 0;
-    while (done < static_cast<size_t>(r)) {
-      const ssize_t w = ::write(to, buf.data() + done, static_cast<size_t>(r) - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return false;
-      done += static_cast<size_t>(w);
-    }
+    if (!cli::WriteAll(to, buf.data(), static_cast<size_t>(r))) return false;
     if (on_write) on_write(static_cast<uint64_t>(r));
     offset += static_cast<uint64_t>(r);
     n -= static_cast<uint64_t>(r);

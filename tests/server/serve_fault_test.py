@@ -102,31 +102,40 @@ def disconnect_mid_upload_leaves_nothing(d):
         all_stderr_json(s)
 
 
+def trickle(sock, pieces, pause, deadline):
+    """Sends `pieces` one at a time, `pause` s apart, until the server
+    answers or closes, or `deadline` (monotonic) passes; returns the
+    response's (status, headers, body), or Nones when there was none."""
+    for piece in pieces:
+        if time.monotonic() > deadline:
+            break
+        try:
+            sock.sendall(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        sock.settimeout(pause)
+        try:
+            peek = sock.recv(65536, socket.MSG_PEEK)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            break
+        if not peek:
+            break
+        status, headers, body, _ = read_response(sock, 5)
+        return status, headers, body
+    return None, None, None
+
+
 @test
 def slow_body_is_cut_within_body_timeout(d):
     with server(d) as s:
         sock = connect(s.port)
         sock.sendall(scan_head("slow.safetensors", 1000))
         start = time.monotonic()
-        status = None
         # A trickle: 10 bytes every 0.3 s, each read succeeding, so only a
         # deadline on the whole body (not on one read) stops it.
-        while time.monotonic() - start < TIMEOUT_S + SLACK_S + 1:
-            try:
-                sock.sendall(b"x" * 10)
-            except (BrokenPipeError, ConnectionResetError):
-                break
-            sock.settimeout(0.3)
-            try:
-                peek = sock.recv(65536, socket.MSG_PEEK)
-            except socket.timeout:
-                continue
-            except ConnectionResetError:
-                break
-            if not peek:
-                break
-            status, headers, body, _ = read_response(sock, 5)
-            break
+        status, headers, body = trickle(sock, [b"x" * 10] * 10000, 0.3, start + TIMEOUT_S + SLACK_S + 1)
         elapsed = time.monotonic() - start
         sock.close()
         assert elapsed < TIMEOUT_S + SLACK_S, f"a 1-byte-per-30-ms body ran {elapsed:.1f} s past a {TIMEOUT_S} s body timeout"
@@ -142,25 +151,8 @@ def slow_headers_are_cut_within_header_timeout(d):
         sock = connect(s.port)
         start = time.monotonic()
         head = scan_head("slow.safetensors", len(CLEAN), extra="X-Pad: " + "a" * 200 + "\r\n")
-        status = None
-        for i in range(len(head)):
-            if time.monotonic() - start > TIMEOUT_S + SLACK_S + 1:
-                break
-            try:
-                sock.sendall(head[i:i + 1])
-            except (BrokenPipeError, ConnectionResetError):
-                break
-            sock.settimeout(0.1)
-            try:
-                peek = sock.recv(65536, socket.MSG_PEEK)
-            except socket.timeout:
-                continue
-            except ConnectionResetError:
-                break
-            if not peek:
-                break
-            status, headers, body, _ = read_response(sock, 5)
-            break
+        status, headers, body = trickle(sock, [head[i:i + 1] for i in range(len(head))], 0.1,
+                                        start + TIMEOUT_S + SLACK_S + 1)
         elapsed = time.monotonic() - start
         sock.close()
         assert elapsed < TIMEOUT_S + SLACK_S, f"headers trickled for {elapsed:.1f} s past a {TIMEOUT_S} s header timeout"
