@@ -268,7 +268,7 @@ TEST_CASE("onnx: wrong wire types for known fields and groups are malformed", "[
   CHECK(Count(fs, "MG-ONNX-MALFORMED") == 1);
 }
 
-TEST_CASE("onnx: a ModelProto needs a graph and an ir_version; unknown fields are skipped",
+TEST_CASE("onnx: a ModelProto needs a graph and an ir_version, unknown fields are skipped",
           "[onnx]") {
   std::vector<sc::Finding> fs;
   CHECK_FALSE(Analyze(Bytes{}, &fs));
@@ -581,7 +581,7 @@ TEST_CASE("keras: .h5 Lambda, TFOpLambda and registered custom layers", "[keras]
   CHECK(fs.empty());  // TFOpLambda of plain math: a TF symbol by name, no bytecode
 }
 
-TEST_CASE("keras: a weights-only .h5 has an empty config; unreadable ones are MG-KERAS-H5",
+TEST_CASE("keras: a weights-only .h5 has an empty config, unreadable ones are MG-KERAS-H5",
           "[keras][h5]") {
   std::vector<sc::Finding> fs;
   CHECK(H5Config("weights_only.h5", &fs).empty());
