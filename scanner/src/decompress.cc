@@ -7,10 +7,13 @@
 
 #include <bzlib.h>
 #include <fcntl.h>
+#include <lz4frame.h>
 #include <lzma.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -26,10 +29,28 @@ constexpr size_t kInputWindow = 1 << 16;
 // Output asked of a codec per call (and so the most it can run ahead of
 // the caller's request: none, the request is smaller when it is).
 constexpr uint64_t kMaxStep = 1 << 16;
-// Bytes read after a stream's end to tell another stream from trailing data.
-constexpr size_t kPeekBytes = 16;
+// Bytes read after a stream's end to tell another stream from trailing
+// data, and before a zstd or lz4 frame to judge its header (a zstd frame
+// header is at most 18 bytes, an lz4 one 19, of which the 6 read here say
+// the block size).
+constexpr size_t kPeekBytes = 18;
+
+// zstd and lz4 frame magics (little-endian u32), and the skippable frames
+// both formats share: 0x184D2A50..5F, a u32 size, that many bytes.
+constexpr uint32_t kZstdMagic = 0xFD2FB528;
+constexpr uint32_t kLz4Magic = 0x184D2204;
+constexpr uint32_t kSkippableMagic = 0x184D2A50;
+constexpr uint32_t kSkippableMask = 0xFFFFFFF0;
+constexpr uint64_t kSkippableHeaderBytes = 8;
+// pzstd writes a skippable frame of this many bytes (the next frame's
+// compressed size) before each frame; no more can hide in one.
+constexpr uint32_t kPzstdSkippableBytes = 4;
 
 enum class StepRc : uint8_t { kOk, kEnd, kCorrupt, kMemLimit };
+
+uint32_t Le32(std::span<const uint8_t> b, size_t at) {
+  return b[at] | b[at + 1] << 8 | b[at + 2] << 16 | static_cast<uint32_t>(b[at + 3]) << 24;
+}
 
 // CodecState is one stream's decoder.
 class CodecState {
@@ -39,6 +60,8 @@ class CodecState {
   // Step decodes from `in` (advancing it and `in_n`) into `out` (reducing
   // `out_n` by what it wrote).
   virtual StepRc Step(const uint8_t** in, size_t* in_n, uint8_t* out, size_t* out_n) = 0;
+  // Error names the library's reason for the last kCorrupt ("" if none).
+  virtual std::string Error() const { return ""; }
 };
 
 class ZlibState : public CodecState {
@@ -126,6 +149,76 @@ class LzmaState : public CodecState {
   lzma_stream ls_ = LZMA_STREAM_INIT;
 };
 
+// ZstdState decodes one zstd frame (ZSTD_decompressStream stops at a
+// frame's end; the Decoder judges what follows). The window limit is set
+// in the library too, as a second guard behind the Decoder's exact check
+// of the frame header.
+class ZstdState : public CodecState {
+ public:
+  explicit ZstdState(uint64_t memlimit) : memlimit_(memlimit) {}
+  ~ZstdState() override { ZSTD_freeDStream(ds_); }
+  bool Init() override {
+    ds_ = ZSTD_createDStream();
+    if (ds_ == nullptr) return false;
+    int log = 10;  // ZSTD_WINDOWLOG_ABSOLUTEMIN: the smallest the library takes
+    while (log < 31 && (uint64_t{1} << log) < memlimit_) ++log;  // ceil(log2), at most 31
+    return !ZSTD_isError(ZSTD_DCtx_setParameter(ds_, ZSTD_d_windowLogMax, log));
+  }
+  StepRc Step(const uint8_t** in, size_t* in_n, uint8_t* out, size_t* out_n) override {
+    ZSTD_inBuffer ib{*in, *in_n, 0};
+    ZSTD_outBuffer ob{out, *out_n, 0};
+    const size_t rc = ZSTD_decompressStream(ds_, &ob, &ib);
+    *in += ib.pos;
+    *in_n -= ib.pos;
+    *out_n -= ob.pos;
+    if (ZSTD_isError(rc)) {
+      const ZSTD_ErrorCode code = ZSTD_getErrorCode(rc);
+      if (code == ZSTD_error_frameParameter_windowTooLarge || code == ZSTD_error_memory_allocation) {
+        return StepRc::kMemLimit;
+      }
+      error_ = ZSTD_getErrorName(rc);
+      return StepRc::kCorrupt;
+    }
+    return rc == 0 ? StepRc::kEnd : StepRc::kOk;
+  }
+  std::string Error() const override { return error_; }
+
+ private:
+  uint64_t memlimit_;
+  ZSTD_DStream* ds_ = nullptr;
+  std::string error_;
+};
+
+// Lz4State decodes one lz4 frame (LZ4F_decompress returns 0 at a frame's
+// end, having consumed no byte past it). liblz4 checks the block and
+// content checksums and the content size the header declares, and sizes
+// its buffers by the block size alone (at most 4 MiB), never by the
+// declared content size.
+class Lz4State : public CodecState {
+ public:
+  ~Lz4State() override {
+    if (dctx_ != nullptr) LZ4F_freeDecompressionContext(dctx_);
+  }
+  bool Init() override { return !LZ4F_isError(LZ4F_createDecompressionContext(&dctx_, LZ4F_VERSION)); }
+  StepRc Step(const uint8_t** in, size_t* in_n, uint8_t* out, size_t* out_n) override {
+    size_t src_n = *in_n, dst_n = *out_n;
+    const size_t rc = LZ4F_decompress(dctx_, out, &dst_n, *in, &src_n, nullptr);
+    *in += src_n;
+    *in_n -= src_n;
+    *out_n -= dst_n;
+    if (LZ4F_isError(rc)) {
+      error_ = LZ4F_getErrorName(rc);
+      return StepRc::kCorrupt;
+    }
+    return rc == 0 ? StepRc::kEnd : StepRc::kOk;
+  }
+  std::string Error() const override { return error_; }
+
+ private:
+  LZ4F_dctx* dctx_ = nullptr;
+  std::string error_;
+};
+
 // StoredState copies: a stored zip member is its own bytes, so that both
 // zip methods go through one reader, one budget and one CRC check.
 class StoredState : public CodecState {
@@ -147,7 +240,9 @@ class StoredState : public CodecState {
 };
 
 // Kind is what the Decoder decodes: a wrapper codec or a zip method.
-enum class Kind : uint8_t { kGzip, kZlib, kBzip2, kXz, kLzma, kRawDeflate, kStored };
+enum class Kind : uint8_t {
+  kGzip, kZlib, kBzip2, kXz, kLzma, kZstd, kLz4, kJoblibZf, kRawDeflate, kStored
+};
 
 Kind KindOf(Codec c) {
   switch (c) {
@@ -156,6 +251,9 @@ Kind KindOf(Codec c) {
     case Codec::kBzip2: return Kind::kBzip2;
     case Codec::kXz: return Kind::kXz;
     case Codec::kLzma: return Kind::kLzma;
+    case Codec::kZstd: return Kind::kZstd;
+    case Codec::kLz4: return Kind::kLz4;
+    case Codec::kJoblibZf: return Kind::kJoblibZf;
   }
   return Kind::kStored;
 }
@@ -163,9 +261,51 @@ Kind KindOf(Codec c) {
 bool MultiStream(Kind k) {
   return k == Kind::kGzip || k == Kind::kBzip2 || k == Kind::kXz || k == Kind::kLzma;
 }
+// Frame kinds: zstd and lz4, whose frames may be separated by skippable ones.
+bool Framed(Kind k) { return k == Kind::kZstd || k == Kind::kLz4; }
+// OneStream kinds are read by zlib.decompress: one stream, then trailing data.
+bool OneStream(Kind k) { return k == Kind::kZlib || k == Kind::kJoblibZf; }
 
-uint32_t Le32(std::span<const uint8_t> b, size_t at) {
-  return b[at] | b[at + 1] << 8 | b[at + 2] << 16 | static_cast<uint32_t>(b[at + 3]) << 24;
+bool IsSkippable(uint32_t magic) { return (magic & kSkippableMask) == kSkippableMagic; }
+
+// ZstdWindowBytes is the window size a zstd frame header declares (RFC
+// 8878 3.1.1.1.2: the window descriptor, or the content size of a
+// single-segment frame), through a ByteReader: nullopt when `h` is too
+// short to hold it or the header is invalid (the decoder then reports it).
+std::optional<uint64_t> ZstdWindowBytes(std::span<const uint8_t> h) {
+  core::ByteReader r(h);
+  auto magic = r.U32Le();
+  auto fhd = r.U8();
+  if (!magic.ok() || magic.value() != kZstdMagic || !fhd.ok()) return std::nullopt;
+  const uint8_t d = fhd.value();
+  if ((d & 0x08) != 0) return std::nullopt;  // reserved bit
+  const bool single_segment = (d & 0x20) != 0;
+  if (!single_segment) {
+    auto wd = r.U8();
+    if (!wd.ok()) return std::nullopt;
+    const unsigned log = 10u + (wd.value() >> 3);
+    if (log > 41) return std::nullopt;  // past what the format can say for 64-bit sizes
+    const uint64_t base = uint64_t{1} << log;
+    return base + (base / 8) * (wd.value() & 7);
+  }
+  static constexpr int kDictIdBytes[] = {0, 1, 2, 4};
+  if (!r.Skip(static_cast<uint64_t>(kDictIdBytes[d & 3])).ok()) return std::nullopt;
+  static constexpr int kFcsBytes[] = {1, 2, 4, 8};  // single segment: flag 0 is 1 byte
+  auto fcs = r.Take(static_cast<uint64_t>(kFcsBytes[d >> 6]));
+  if (!fcs.ok()) return std::nullopt;
+  uint64_t v = 0;
+  for (size_t i = fcs.value().size(); i-- > 0;) v = (v << 8) | fcs.value()[i];
+  return (d >> 6) == 1 ? v + 256 : v;
+}
+
+// Lz4BlockBytes is the block maximum size an lz4 frame header declares
+// (BD byte, ids 4..7: 64 KiB .. 4 MiB), what liblz4 sizes its buffers by;
+// nullopt when `h` does not hold it or the id is invalid.
+std::optional<uint64_t> Lz4BlockBytes(std::span<const uint8_t> h) {
+  if (h.size() < 6 || Le32(h, 0) != kLz4Magic) return std::nullopt;
+  const unsigned id = (h[5] >> 4) & 7;
+  if (id < 4) return std::nullopt;
+  return uint64_t{1} << (2 * id + 8);
 }
 
 std::string N(uint64_t v) { return std::to_string(v); }
@@ -191,6 +331,9 @@ struct Decoder::Impl {
   uint64_t next_read;     // offset of the next window read from `src`
   uint64_t stream_start;  // offset of the current stream's first byte
   uint64_t stream_out_start = 0;
+  uint64_t zf_length = 0;    // kJoblibZf: the length its header declares
+  bool zf_checked = false;   // ... compared with what the stream decoded
+  bool frame_magic = false;  // zstd/lz4: the first frame's magic was there
 
   // pos is the offset of the first input byte the codec has not consumed.
   uint64_t pos() const { return next_read - (buf_len - buf_pos); }
@@ -222,9 +365,80 @@ struct Decoder::Impl {
       case Kind::kBzip2: return std::make_unique<Bzip2State>();
       case Kind::kXz: return std::make_unique<LzmaState>(false, opt.max_decoder_memory_bytes);
       case Kind::kLzma: return std::make_unique<LzmaState>(true, opt.max_decoder_memory_bytes);
+      case Kind::kZstd: return std::make_unique<ZstdState>(opt.max_decoder_memory_bytes);
+      case Kind::kLz4: return std::make_unique<Lz4State>();
+      case Kind::kJoblibZf: return std::make_unique<ZlibState>(MAX_WBITS);
       case Kind::kStored: return std::make_unique<StoredState>(end - begin);
     }
     return nullptr;
+  }
+
+  // FrameStart, for zstd and lz4 before each frame, skips skippable frames
+  // (each one's content is MG-ARCHIVE-HIDDEN-DATA), then judges what starts
+  // at the input position: kMore when a frame is to be decoded there (its
+  // window or block size within max_decoder_memory_bytes), the state to end
+  // in otherwise. `streams` frames were decoded before.
+  DecodeState FrameStart(uint64_t streams, std::optional<core::Error>* io_error) {
+    uint64_t p = pos();
+    for (;;) {
+      if (p == end) {
+        if (streams == 0) break;  // nothing at all: the codec says truncated
+        SeekTo(p);
+        return DecodeState::kEnd;
+      }
+      uint8_t peek_buf[kPeekBytes];
+      const size_t peek_n = static_cast<size_t>(std::min<uint64_t>(end - p, kPeekBytes));
+      const std::span<const uint8_t> peek(peek_buf, peek_n);
+      if (auto s = src.Read(p, std::span<uint8_t>(peek_buf, peek_n)); !s.ok()) {
+        *io_error = s.error();
+        return DecodeState::kIoError;
+      }
+      if (peek_n >= 4 && IsSkippable(Le32(peek, 0))) {
+        if (peek_n < kSkippableHeaderBytes) {
+          Add("MG-ARCHIVE-MALFORMED", Severity::kHigh, "skippable frame header is truncated", p);
+          return DecodeState::kMalformed;
+        }
+        const uint32_t magic = Le32(peek, 0), n = Le32(peek, 4);
+        const uint64_t body = p + kSkippableHeaderBytes;
+        if (n > end - body) {
+          Add("MG-ARCHIVE-MALFORMED", Severity::kHigh,
+              "skippable frame of " + std::to_string(n) + " bytes runs past the end of the input",
+              p);
+          return DecodeState::kMalformed;
+        }
+        const bool pzstd = magic == kSkippableMagic && n == kPzstdSkippableBytes;
+        Add("MG-ARCHIVE-HIDDEN-DATA", pzstd ? Severity::kLow : Severity::kHigh,
+            "skippable frame of " + std::to_string(n) +
+                " bytes, which every reader skips unread" +
+                (pzstd ? " (the size pzstd writes before each frame)" : ""),
+            p);
+        p = body + n;
+        continue;
+      }
+      const uint32_t own = kind == Kind::kZstd ? kZstdMagic : kLz4Magic;
+      if (peek_n < 4 || Le32(peek, 0) != own) {
+        if (streams == 0) break;  // the codec reports what is wrong with it
+        Add("MG-ARCHIVE-TRAILING-DATA", Severity::kHigh,
+            std::to_string(end - p) + " bytes after the end of the compressed stream", p);
+        SeekTo(end);
+        return DecodeState::kEnd;
+      }
+      frame_magic = true;
+      if (streams == 1) {
+        Add("MG-ARCHIVE-MULTI-MEMBER", Severity::kLow,
+            "a second frame follows at " + std::to_string(At(p)) +
+                "; Python's reader decodes every frame, single-frame readers only the first",
+            p);
+      }
+      const auto need = kind == Kind::kZstd ? ZstdWindowBytes(peek) : Lz4BlockBytes(peek);
+      if (need && *need > opt.max_decoder_memory_bytes) {
+        Add(budget.DecoderMemoryLimit(opt.max_decoder_memory_bytes, At(p)));
+        return DecodeState::kLimit;
+      }
+      break;
+    }
+    SeekTo(p);
+    return DecodeState::kMore;
   }
 };
 
@@ -236,8 +450,33 @@ std::unique_ptr<Decoder> Decoder::Open(const Source& src, uint64_t offset, uint6
                                        std::vector<Finding>* findings, DecoderOptions options) {
   if (offset > src.size() || size > src.size() - offset) return nullptr;
   if (options.label.empty()) options.label = std::string(CodecName(codec));
-  return std::unique_ptr<Decoder>(new Decoder(std::make_unique<Impl>(
-      src, offset, size, KindOf(codec), budget, findings, std::move(options))));
+  auto impl = std::make_unique<Impl>(src, offset, size, KindOf(codec), budget, findings,
+                                     std::move(options));
+  if (codec != Codec::kJoblibZf) return std::unique_ptr<Decoder>(new Decoder(std::move(impl)));
+  // The ZF header: read_zfile's int(field, 16) and optional space; the zlib
+  // stream starts after them.
+  uint8_t head[kJoblibZfHeaderBytes + 1];
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(size, sizeof head));
+  Impl& d = *impl;
+  std::unique_ptr<Decoder> dec(new Decoder(std::move(impl)));
+  if (auto s = src.Read(offset, std::span<uint8_t>(head, n)); !s.ok()) {
+    dec->io_error_ = s.error();
+    dec->state_ = DecodeState::kIoError;
+    return dec;
+  }
+  const std::span<const uint8_t> h(head, n);
+  const auto length = n >= kJoblibZfHeaderBytes && h[0] == 'Z' && h[1] == 'F'
+                          ? ParseJoblibZfLength(h.subspan(2, kJoblibZfHeaderBytes - 2))
+                          : std::nullopt;
+  if (!length) {
+    d.Add("MG-ARCHIVE-MALFORMED", Severity::kHigh,
+          "not a joblib ZF header (\"ZF\" and a hex length joblib can read)", offset);
+    dec->state_ = DecodeState::kNotAStream;
+    return dec;
+  }
+  d.zf_length = *length;
+  d.SeekTo(offset + kJoblibZfHeaderBytes + (n > kJoblibZfHeaderBytes && h[kJoblibZfHeaderBytes] == ' '));
+  return dec;
 }
 
 std::unique_ptr<Decoder> Decoder::OpenZip(const Source& src, uint64_t offset, uint64_t size,
@@ -257,9 +496,25 @@ size_t Decoder::Read(std::span<uint8_t> out) {
   size_t total = 0;
   while (total < out.size() && state_ == DecodeState::kMore) {
     if (!d.codec) {
-      // Between streams: what Python's reader does with the rest.
-      if (streams_ > 0) {
-        if (!MultiStream(d.kind) && d.kind != Kind::kZlib) {
+      if (d.kind == Kind::kJoblibZf && streams_ > 0 && !d.zf_checked) {
+        // read_zfile asserts len(data) == the declared length.
+        d.zf_checked = true;
+        if (produced_ != d.zf_length) {
+          d.Add("MG-ARCHIVE-MALFORMED", Severity::kHigh,
+                "the header declares " + N(d.zf_length) + " bytes, the stream decodes to " +
+                    N(produced_) + " (joblib's assert; python -O loads it anyway)",
+                d.begin);
+        }
+      }
+      if (Framed(d.kind)) {
+        // Before each frame: skippable frames, trailing data, the header.
+        if (const DecodeState s = d.FrameStart(streams_, &io_error_); s != DecodeState::kMore) {
+          state_ = s;
+          break;
+        }
+      } else if (streams_ > 0) {
+        // Between streams: what Python's reader does with the rest.
+        if (!MultiStream(d.kind) && !OneStream(d.kind)) {
           state_ = DecodeState::kEnd;  // zip members: what follows is not read
           break;
         }
@@ -290,7 +545,7 @@ size_t Decoder::Read(std::span<uint8_t> out) {
           state_ = DecodeState::kIoError;
           break;
         }
-        const auto next = d.kind == Kind::kZlib
+        const auto next = OneStream(d.kind)
                               ? std::nullopt
                               : SniffCodec(std::span<const uint8_t>(peek, peek_n));
         if (!next || KindOf(*next) != d.kind) {
@@ -368,14 +623,18 @@ size_t Decoder::Read(std::span<uint8_t> out) {
     if (rc == StepRc::kCorrupt || (consumed == 0 && produced == 0)) {
       // No progress with room to write: the input ran out mid-stream.
       const bool truncated = rc != StepRc::kCorrupt;
-      if (streams_ == 0 && produced_ == 0 && !truncated) {
+      // A frame whose magic was there is a stream, even when liblz4 finds
+      // its first block corrupt before it hands out any byte.
+      if (streams_ == 0 && produced_ == 0 && !truncated && !d.frame_magic) {
         d.Add("MG-ARCHIVE-MALFORMED", Severity::kHigh, "not a valid stream", d.pos());
         state_ = DecodeState::kNotAStream;
         break;
       }
+      const std::string why = truncated ? "" : d.codec->Error();
       d.Add("MG-ARCHIVE-MALFORMED", Severity::kHigh,
             std::string(truncated ? "stream is truncated" : "stream is corrupt") + " after " +
-                N(produced_ - d.stream_out_start) + " output bytes",
+                N(produced_ - d.stream_out_start) + " output bytes" +
+                (why.empty() ? "" : " (" + why + ")"),
             d.pos());
       state_ = DecodeState::kMalformed;
       break;
@@ -556,12 +815,109 @@ std::string_view CodecName(Codec c) {
     case Codec::kBzip2: return "bzip2";
     case Codec::kXz: return "xz";
     case Codec::kLzma: return "lzma";
+    case Codec::kZstd: return "zstd";
+    case Codec::kLz4: return "lz4";
+    case Codec::kJoblibZf: return "joblib-zf";
   }
   return "unknown";
 }
 
+std::optional<uint64_t> ParseJoblibZfLength(std::span<const uint8_t> f) {
+  // Python's int(bytes, 16): _PyLong_FromBytes, then PyLong_FromString.
+  auto space = [](uint8_t c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  auto digit = [](uint8_t c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  size_t i = 0;
+  while (i < f.size() && space(f[i])) ++i;
+  bool negative = false;
+  if (i < f.size() && (f[i] == '+' || f[i] == '-')) negative = f[i++] == '-';
+  if (i + 1 < f.size() && f[i] == '0' && (f[i + 1] == 'x' || f[i + 1] == 'X')) {
+    i += 2;
+    if (i < f.size() && f[i] == '_') ++i;  // "0x_1f" is valid
+  }
+  uint64_t v = 0;
+  size_t digits = 0;
+  while (i < f.size()) {
+    if (f[i] == '_' && digits > 0 && i + 1 < f.size() && digit(f[i + 1]) >= 0) {
+      ++i;  // one underscore between digits
+      continue;
+    }
+    const int d = digit(f[i]);
+    if (d < 0) break;
+    if (v > (static_cast<uint64_t>(INT64_MAX) - static_cast<uint64_t>(d)) / 16) return std::nullopt;
+    v = v * 16 + static_cast<uint64_t>(d);
+    ++digits;
+    ++i;
+  }
+  while (i < f.size() && space(f[i])) ++i;
+  if (digits == 0 || i != f.size()) return std::nullopt;
+  if (negative && v != 0) return std::nullopt;  // zlib.decompress: bufsize must be non-negative
+  return v;
+}
+
+namespace {
+
+// SniffFrame says whether `h` starts a zstd or lz4 frame, strictly: the
+// magic and every header field `h` holds, as the library checks them.
+std::optional<Codec> SniffFrame(std::span<const uint8_t> h) {
+  if (h.size() < 4) return std::nullopt;
+  const uint32_t magic = Le32(h, 0);
+  if (magic == kZstdMagic) {
+    if (h.size() >= 5 && (h[4] & 0x08) != 0) return std::nullopt;  // reserved bit
+    // A window descriptor 64-bit libzstd accepts: a window log of at most
+    // 31 (ZSTD_WINDOWLOG_MAX_64).
+    if (h.size() >= 6 && (h[4] & 0x20) == 0 && 10 + (h[5] >> 3) > 31) return std::nullopt;
+    return Codec::kZstd;
+  }
+  if (magic == kLz4Magic) {
+    if (h.size() >= 5 && ((h[4] >> 6) != 1 || (h[4] & 0x02) != 0)) return std::nullopt;  // version, reserved
+    if (h.size() >= 6 && ((h[5] & 0x8F) != 0 || !Lz4BlockBytes(h))) return std::nullopt;
+    if (h.size() >= 7) {
+      const size_t header = LZ4F_headerSize(h.data(), h.size());
+      if (LZ4F_isError(header)) return std::nullopt;
+      if (h.size() >= header) {  // whole: its checksum must match
+        LZ4F_dctx* dctx = nullptr;
+        if (LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION))) return std::nullopt;
+        LZ4F_frameInfo_t info{};
+        size_t n = header;
+        const size_t rc = LZ4F_getFrameInfo(dctx, &info, h.data(), &n);
+        LZ4F_freeDecompressionContext(dctx);
+        if (LZ4F_isError(rc)) return std::nullopt;
+      }
+    }
+    return Codec::kLz4;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<Codec> SniffCodec(std::span<const uint8_t> h) {
   if (h.size() >= 3 && h[0] == 0x1f && h[1] == 0x8b && h[2] == 8) return Codec::kGzip;
+  if (auto framed = SniffFrame(h)) return framed;
+  {
+    // Skippable frames that `h` holds whole, then a zstd or lz4 frame (the
+    // magic range is shared: only the frame after them tells which).
+    std::span<const uint8_t> rest = h;
+    while (rest.size() >= kSkippableHeaderBytes && IsSkippable(Le32(rest, 0))) {
+      const uint64_t n = Le32(rest, 4);
+      if (n > rest.size() - kSkippableHeaderBytes) break;
+      rest = rest.subspan(kSkippableHeaderBytes + static_cast<size_t>(n));
+      if (auto framed = SniffFrame(rest)) return framed;
+    }
+  }
+  if (h.size() >= kJoblibZfHeaderBytes + 2 && h[0] == 'Z' && h[1] == 'F' &&
+      ParseJoblibZfLength(h.subspan(2, kJoblibZfHeaderBytes - 2))) {
+    const size_t z = kJoblibZfHeaderBytes + (h[kJoblibZfHeaderBytes] == ' ' ? 1 : 0);
+    if (h.size() >= z + 2 && h[z] == 0x78 && (h[z + 1] & 0x20) == 0 &&
+        ((h[z] << 8) | h[z + 1]) % 31 == 0) {
+      return Codec::kJoblibZf;
+    }
+  }
   static constexpr uint8_t kXzMagic[] = {0xFD, '7', 'z', 'X', 'Z', 0x00};
   if (h.size() >= 6 && std::equal(std::begin(kXzMagic), std::end(kXzMagic), h.begin())) {
     return Codec::kXz;

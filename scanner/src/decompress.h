@@ -1,25 +1,34 @@
 // Bounded decompression: one streaming Decoder serves every compressed
 // path the scanner follows, the single-stream wrappers model files come in
-// (joblib's compress=, .gz/.bz2/.xz copies of checkpoints: gzip, zlib,
-// bzip2, xz and lzma-alone) and zip members (raw deflate, method 8; stored,
-// method 0, through the same interface). It reads its input from a Source
-// range in bounded windows (never the whole input in memory), writes into
-// the caller's buffer only what the codec really produces (never sized by a
+// (joblib's compress=, .gz/.bz2/.xz/.zst/.lz4 copies of checkpoints: gzip,
+// zlib, bzip2, xz, lzma-alone, zstd and lz4 frames, and joblib < 0.10's "ZF"
+// container) and zip members (raw deflate, method 8; stored, method 0,
+// through the same interface). It reads its input from a Source range in
+// bounded windows (never the whole input in memory), writes into the
+// caller's buffer only what the codec really produces (never sized by a
 // header's claim), and charges every byte it produces to the file's Budget.
 //
 // Concatenated streams are decoded like Python's readers decode them
-// (gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile continue into the next stream;
-// zlib.decompress stops after one): every member is decoded and a second
-// member is reported (MG-ARCHIVE-MULTI-MEMBER, low: single-stream readers
-// see only the first). Zero padding after a gzip member (which gzip skips)
-// and xz stream padding are accepted; any other byte after the last stream
-// is MG-ARCHIVE-TRAILING-DATA (high: hidden data that Python's bz2/lzma
+// (gzip.GzipFile, bz2.BZ2File, lzma.LZMAFile, lz4.frame.LZ4FrameFile and
+// Python 3.14's compression.zstd.ZstdFile continue into the next stream or
+// frame; zlib.decompress stops after one, and so does python-zstandard's
+// stream_reader by default): every member is decoded and a second member
+// is reported (MG-ARCHIVE-MULTI-MEMBER, low: single-stream readers see only
+// the first). Zero padding after a gzip member (which gzip skips) and xz
+// stream padding are accepted; any other byte after the last stream is
+// MG-ARCHIVE-TRAILING-DATA (high: hidden data that Python's bz2/lzma
 // silently ignore and gzip raises on after returning the data).
 //
-// 7z: not decoded. Python (and so torch/joblib) cannot load a 7z file
-// without a third-party package; the scanner reports a 7z file with
-// UnanalyzedArchiveFinding (MG-ARCHIVE-UNSUPPORTED, high) rather than
-// adding libarchive for a format no loader reads.
+// zstd and lz4 skippable frames (magic 0x184D2A50..5F, shared by both
+// formats) are skipped by every reader, libzstd and liblz4 included: their
+// content is hidden data, MG-ARCHIVE-HIDDEN-DATA, high; low for the
+// 4-byte frames pzstd writes before each frame (its compressed size) and
+// nothing else. The lz4 legacy frame (magic 0x184C2102, the lz4 tool's
+// -l) is not decoded: liblz4's frame decoder and python-lz4 do not read it,
+// so no Python loader does; SniffCodec does not claim it and after an lz4
+// frame it is trailing data.
+//
+// 7z is decoded by sevenzip.h (libarchive), not here.
 #pragma once
 
 #include <cstdint>
@@ -36,16 +45,37 @@
 
 namespace modelgate::scanner {
 
-enum class Codec : uint8_t { kGzip, kZlib, kBzip2, kXz, kLzma };
-std::string_view CodecName(Codec c);  // "gzip", "zlib", "bzip2", "xz", "lzma"
+// Append only: the lead's detection switches over these.
+enum class Codec : uint8_t { kGzip, kZlib, kBzip2, kXz, kLzma, kZstd, kLz4, kJoblibZf };
+// "gzip", "zlib", "bzip2", "xz", "lzma", "zstd", "lz4", "joblib-zf"
+std::string_view CodecName(Codec c);
 
 // SniffCodec names the wrapper `head` starts with: gzip (1F 8B 08), zlib
 // (CMF 0x78, no preset dictionary, header check divisible by 31), bzip2
 // ("BZh" + '1'..'9', then a block or end-of-stream magic when present), xz
 // (FD "7zXZ" 00), lzma-alone (properties 0x5D, which every liblzma preset
 // writes, joblib's compress='lzma' included; a dictionary size of 2^n or
-// 2^n + 2^(n-1); an unknown size or one below 2^40). nullopt otherwise.
+// 2^n + 2^(n-1); an unknown size or one below 2^40), zstd (28 B5 2F FD and
+// a frame header libzstd accepts, as far as `head` holds it), lz4 (04 22 4D
+// 18, version 01, reserved bits clear, a block size id 4..7 and a header
+// checksum that matches, as far as `head` holds it), either of them after
+// skippable frames that `head` holds whole (pzstd's output starts with
+// one), joblib-zf ("ZF", a 19-byte length Python's int(s, 16) parses, an
+// optional space, then a zlib header: what joblib.load hands to
+// read_zfile). nullopt otherwise.
 std::optional<Codec> SniffCodec(std::span<const uint8_t> head);
+
+// kJoblibZfHeaderBytes is "ZF" and the 19-byte hex length field joblib
+// writes (len(hex(2**64))); one optional space may follow (joblib <= 0.8.4
+// on Python 2 wrote the field one byte wider).
+inline constexpr uint64_t kJoblibZfHeaderBytes = 21;
+// ParseJoblibZfLength reads the length field of a ZF header as Python's
+// int(field, 16) does (surrounding whitespace, a sign, 0x, single
+// underscores between digits); nullopt where int() raises, and where the
+// value is negative or past 2^63 - 1, which read_zfile passes on as
+// zlib.decompress's bufsize and which then raises too: such a file does not
+// load.
+std::optional<uint64_t> ParseJoblibZfLength(std::span<const uint8_t> field);
 
 // DecodeState is where a Decoder stands.
 enum class DecodeState : uint8_t {
@@ -63,8 +93,10 @@ struct DecoderOptions {
   // produced this many bytes and sees one more (a zip member's declared
   // size: more is the zip reader's MG-ZIP-FIELD-MISMATCH, not a bomb).
   uint64_t stop_after = UINT64_MAX;
-  // Decoder memory (xz/lzma dictionaries; xz -9 needs 65 MiB). A stream
-  // that asks for more is MG-ARCHIVE-LIMIT.
+  // Decoder memory (xz/lzma dictionaries, xz -9 needs 65 MiB; a zstd
+  // frame's window size, zstd --ultra -22 asks for 128 MiB and --long up
+  // to 2 GiB; an lz4 frame's block size, at most 4 MiB). A stream that asks
+  // for more is MG-ARCHIVE-LIMIT.
   uint64_t max_decoder_memory_bytes = 256ull << 20;
   // File offset of the range's first byte, for findings (kNoOffset: the
   // range is not in the file, e.g. a decompressed layer; then findings
@@ -79,6 +111,10 @@ struct DecoderOptions {
 class Decoder {
  public:
   // Open decodes a wrapper codec (every concatenated stream, see above).
+  // kJoblibZf: the range is the whole ZF file, header included; its zlib
+  // stream is decoded as read_zfile decodes it (one stream), and a decoded
+  // length other than the declared one (joblib's assert) is
+  // MG-ARCHIVE-MALFORMED.
   static std::unique_ptr<Decoder> Open(const Source& src, uint64_t offset, uint64_t size,
                                        Codec codec, Budget& budget,
                                        std::vector<Finding>* findings, DecoderOptions options = {});
@@ -220,7 +256,7 @@ std::optional<std::vector<uint8_t>> Decompress(std::span<const uint8_t> in, Code
                                                uint64_t base_offset = 0);
 
 // UnanalyzedArchiveFinding reports a container the scanner detects but does
-// not open (7z): MG-ARCHIVE-UNSUPPORTED, high.
+// not open: MG-ARCHIVE-UNSUPPORTED, high.
 Finding UnanalyzedArchiveFinding(std::string_view format_name);
 
 }  // namespace modelgate::scanner

@@ -1,0 +1,72 @@
+// 7z archives, read through Debian's libarchive (7zip format only: no other
+// format or filter is enabled, so an SFX executable or another container is
+// not read as 7z). Every member's data is decoded in bounded chunks and
+// charged to the file's Budget (the one of decompress.h: members, records,
+// decoded bytes, each member's expansion against the archive's size), and
+// handed out from a sealed memfd spool (decompress.h's Spool), never from a
+// heap buffer sized by a header's claim. Member names are judged as zip and
+// tar names are (archive_names.h).
+//
+// Findings (offsets are kNoOffset: libarchive does not say where a member
+// lies; the caller places them in its member):
+//   MG-ARCHIVE-MALFORMED     libarchive cannot read the archive or a member
+//                            (corrupt, truncated, a CRC mismatch), or the
+//                            bytes do not start with the 7z signature
+//   MG-ARCHIVE-UNSUPPORTED   an encrypted member or header (not unpacked);
+//                            a link or special member (not followed)
+//   MG-ARCHIVE-LIMIT         a Budget limit (the rest is not read)
+//   MG-ARCHIVE-UNSAFE-NAME   absolute, '..', drive letter, backslash,
+//                            control bytes, or a name libarchive cannot
+//                            convert to UTF-8
+//   MG-ARCHIVE-DUPLICATE-NAME  a name seen before (critical: extractors
+//                            keep the last, listings show the first)
+// Nesting depth is the caller's (it enters a level for the archive).
+//
+// Not bounded here: the memory libarchive itself allocates for a coder (an
+// LZMA dictionary the archive's header declares, up to 4 GiB, is malloc'ed
+// by liblzma when the folder is first read); max_decoder_memory_bytes does
+// not reach into libarchive.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "budget.h"
+#include "modelgate/scanner.h"
+
+namespace modelgate::scanner::internal {
+
+// kSevenZipChunkBytes is what one archive_read_data call may return.
+inline constexpr size_t kSevenZipChunkBytes = 64 * 1024;
+
+struct SevenZipMember {
+  std::string name;  // UTF-8
+  uint64_t size;     // what the header declares (a claim)
+  bool is_file;      // a regular file (not a directory, link or special file)
+};
+
+using SevenZipMemberFn =
+    std::function<void(std::string_view name, std::span<const uint8_t> bytes)>;
+
+// ReadSevenZip reads the 7z archive `file` and calls `on_member` with each
+// regular file member's name and full decoded bytes (a mapping of a sealed
+// memfd, valid during the call), in archive order. Returns false when the
+// archive cannot be read whole: it cannot be opened, a member cannot be
+// decoded, a member is encrypted, or a limit was hit (each with its
+// finding); the caller then fails closed. Name findings do not make it
+// false.
+bool ReadSevenZip(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* findings,
+                  const SevenZipMemberFn& on_member);
+
+// ListSevenZip lists the members as ReadSevenZip reads them (every
+// member's data is still decoded and charged: libarchive decodes a solid
+// block through to reach the next member, so a listing costs what a read
+// does), with the same findings and result.
+bool ListSevenZip(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* findings,
+                  std::vector<SevenZipMember>* members);
+
+}  // namespace modelgate::scanner::internal
