@@ -15,6 +15,7 @@
 
 #include "budget.h"
 #include "decompress.h"
+#include "tool_dir.h"
 
 namespace sc = modelgate::scanner;
 using Bytes = std::vector<uint8_t>;
@@ -975,46 +976,7 @@ TEST_CASE("joblib ZF: sniffed, decoded, the declared length checked", "[decompre
   CHECK(Count(huge.findings, "MG-ARCHIVE-MALFORMED") == 1);
 }
 
-namespace {
-
-// Tool runs a shell command in a fresh directory; the test fails (not
-// skips) when the program is missing: ci/install-deps.sh installs zstd,
-// lz4 and 7zip.
-struct ToolDir {
-  ToolDir() {
-    char tmpl[] = "/tmp/mg-archive-test-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~ToolDir() {
-    if (std::system(("rm -rf '" + path + "'").c_str()) != 0) {
-      // best effort: a leftover /tmp directory fails nothing
-    }
-  }
-  void Write(const std::string& name, const Bytes& b) const {
-    FILE* fp = std::fopen((path + "/" + name).c_str(), "wb");
-    REQUIRE(fp != nullptr);
-    REQUIRE(std::fwrite(b.data(), 1, b.size(), fp) == b.size());
-    std::fclose(fp);
-  }
-  Bytes Read(const std::string& name) const {
-    FILE* fp = std::fopen((path + "/" + name).c_str(), "rb");
-    REQUIRE(fp != nullptr);
-    Bytes b;
-    for (int ch; (ch = std::fgetc(fp)) != EOF;) b.push_back(static_cast<uint8_t>(ch));
-    std::fclose(fp);
-    return b;
-  }
-  void Run(const std::string& program, const std::string& args) const {
-    const std::string which = "command -v " + program + " >/dev/null 2>&1";
-    if (std::system(which.c_str()) != 0) FAIL(program + " is not installed (ci/install-deps.sh)");
-    const std::string cmd = "cd '" + path + "' && " + program + " " + args + " >/dev/null 2>&1";
-    REQUIRE(std::system(cmd.c_str()) == 0);
-  }
-  std::string path;
-};
-
-}  // namespace
+using modelgate::test::ToolDir;
 
 TEST_CASE("files made by the zstd, pzstd and lz4 programs", "[decompress][zstd][lz4][tools]") {
   const Bytes data = Text(300'000);
