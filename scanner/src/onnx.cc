@@ -56,7 +56,7 @@ bool ReadVarint(core::ByteReader& r, uint64_t* out, const char** why) {
   return false;
 }
 
-// kBitsOf is TensorProto.DataType -> element bits (0: no fixed size:
+// ElementBits is TensorProto.DataType -> element bits (0: no fixed size:
 // UNDEFINED, STRING, or a type this reader does not know).
 uint32_t ElementBits(uint64_t data_type) {
   switch (data_type) {
@@ -448,7 +448,7 @@ class OnnxParser {
     Field f;
     bool end = false;
     uint64_t elements = 1, data_type = 0, data_location = 0;
-    bool overflow = false, negative = false, has_raw = false, has_segment = false;
+    bool overflow = false, negative = false, zero = false, has_raw = false, has_segment = false;
     uint64_t raw_bytes = 0;
     std::string_view name;
     struct Entry { std::string_view key, value; uint64_t offset; };
@@ -459,6 +459,7 @@ class OnnxParser {
           if (!WantPackable(f, kVarint, "TensorProto.dims")) return false;
           if (!ForEachInt(f, [&](uint64_t d) {
                 if (static_cast<int64_t>(d) < 0) negative = true;
+                else if (d == 0) zero = true;
                 else overflow |= __builtin_mul_overflow(elements, d, &elements);
               })) {
             return false;
@@ -568,6 +569,7 @@ class OnnxParser {
 
     // Size of the data vs dims x element size (two 4-bit elements per byte).
     const uint32_t bits = ElementBits(data_type);
+    if (zero) elements = 0, overflow = false;  // a zero dim: no elements, whatever the others
     const bool external_data = data_location == 1;
     if (bits != 0 && !has_segment && ((has_raw && !external_data) || (external_data && length))) {
       uint64_t total_bits = 0;

@@ -300,6 +300,19 @@ TEST_CASE("onnx: a negative dim and a dims overflow are tensor size findings", "
     REQUIRE(Analyze(ModelWithGraph(g), &fs));
     CHECK(Count(fs, "MG-ONNX-TENSOR-SIZE") == 1);
   }
+  {  // a zero dim makes no elements, even beside dims whose product overflows
+    Bytes t;
+    VarintField(&t, 1, uint64_t(1) << 62);
+    VarintField(&t, 1, 8);
+    VarintField(&t, 1, 0);
+    VarintField(&t, 2, 1);
+    LenField(&t, 9, Bytes{});
+    Bytes g;
+    LenField(&g, 5, t);
+    std::vector<sc::Finding> fs;
+    REQUIRE(Analyze(ModelWithGraph(g), &fs));
+    CHECK(fs.empty());
+  }
   // 4-bit types: 3 INT4 elements are 2 bytes.
   Bytes t;
   VarintField(&t, 1, 3);
