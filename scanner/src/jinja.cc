@@ -2113,7 +2113,7 @@ class Judge {
       case K::kFilter:
         if (InList(n.text, {"string", "format", "join", "replace", "pprint", "tojson", "xmlattr",
                             "urlencode", "filesizeformat", "center", "indent", "wordwrap",
-                            "truncate", "list", "first", "last", "random", "batch", "slice"})) {
+                            "truncate"})) {
           return true;
         }
         break;
@@ -2342,13 +2342,11 @@ class Judge {
       return b.computed ? Names::kComputed : Names::kPlain;
     }
     if (MakesString(i)) return Names::kComputed;
-    std::vector<std::string> refs;
-    NamesIn(i, &refs);
-    for (const std::string& r : refs) {
-      auto it = bindings_.find(r);
-      if (it != bindings_.end() && (it->second.computed || !it->second.values.empty())) {
-        return Names::kComputed;
-      }
+    // A filter of a variable the template built (k|lower) is built too.
+    if (n.kind == K::kFilter && n.kids[0] >= 0) {
+      std::vector<std::pair<std::string, int32_t>> inner;
+      const Names sub = NameValues(n.kids[0], &inner);
+      if (sub == Names::kComputed || !inner.empty()) return Names::kComputed;
     }
     return Names::kPlain;
   }

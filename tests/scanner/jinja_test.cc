@@ -200,7 +200,9 @@ TEST_CASE("jinja: names the analyzer cannot compute are high", "[scanner][jinja]
                         "{% set k %}__class__{% endset %}{{ x[k] }}",
                         "{{ x['\\N{EM SPACE}'] }}", "{{ x|map(attribute=y) }}",
                         "{% set u = (lipsum|string)[18] %}{% set k = u ~ u %}{{ lipsum[k] }}",
-                        "{% macro m(k) %}{{ x[k] }}{% endmacro %}{{ m('%c' % 95) }}"}) {
+                        "{% macro m(k) %}{{ x[k] }}{% endmacro %}{{ m('%c' % 95) }}",
+                        "{% set k = '%c' % 95 %}{{ x[k|lower] }}",
+                        "{% set k = '%c' % 95 %}{% set k2 = k %}{% set ns = namespace(a=k2) %}{{ x[ns.a] }}"}) {
     auto f = Analyze(t);
     INFO(t);
     INFO(Ids(f));
@@ -208,6 +210,8 @@ TEST_CASE("jinja: names the analyzer cannot compute are high", "[scanner][jinja]
   }
   // Ordinary indexing by a variable is not flagged.
   CHECK(Analyze("{% for i in range(3) %}{{ messages[i]['content'] }}{{ d[message.role] }}{% endfor %}").empty());
+  CHECK(Analyze("{% set last = messages|last %}{% set sys = messages[0]['content']|trim %}"
+                "{{ role_map[last.role] }}{{ messages[(messages|length) - 1] }}").empty());
 }
 
 TEST_CASE("jinja: strings naming internals are high wherever they appear", "[scanner][jinja]") {
