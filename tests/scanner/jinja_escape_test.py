@@ -80,6 +80,30 @@ BENIGN = {
                         "{% endif %}{% endfor %}"),
 }
 
+GRAMMAR = [
+    "{{ a }}", "{{ a b }}", "{{ }}", "{{ () }}", "{{ (a,) }}", "{{ a, b }}", "{{ [1, 2,] }}",
+    "{{ {'a': 1,} }}", "{{ {'a'} }}", "{{ a if b }}", "{{ a if b else c if d else e }}",
+    "{{ not not a }}", "{{ a not in b }}", "{{ a is not defined }}", "{{ a is divisibleby 3 }}",
+    "{{ a is b is c }}", "{{ a|f(1, x=2) }}", "{{ f(x=1, 2) }}", "{{ f(*a, **b) }}",
+    "{{ f(**b, *a) }}", "{{ f(a,) }}", "{{ a[1:2:3] }}", "{{ a[::] }}", "{{ a[] }}", "{{ a.0.b }}",
+    "{{ a. }}", "{{ -a|abs }}", "{{ a ** -b }}", "{{ 1.5e3 + 0x1f + 0b11 + 1_000 }}", "{{ 01 }}",
+    "{{ 'a' 'b' \"c\" }}", "{{ a ~ b ~ c }}", "{{ a // b % c }}", "{{ a < b <= c }}",
+    "{{ a === b }}", "{{ a !b }}", "{{ a }", "{{ (a] }}", "{{ a }}}", "{% if a %}{% elif b %}{% else %}{% endif %}",
+    "{% if a %}{% else %}{% elif b %}{% endif %}", "{% for a, b in c if d recursive %}{{ loop(b) }}{% else %}{% endfor %}",
+    "{% for a in b %}{% break %}{% continue %}{% endfor %}", "{% for a.b in c %}{% endfor %}",
+    "{% set a, b = 1, 2 %}", "{% set a.b = 1 %}", "{% set a | upper %}x{% endset %}", "{% set 1 = 2 %}",
+    "{% macro m(a, b=1) %}{% endmacro %}", "{% macro m(a=1, b) %}{% endmacro %}", "{% macro m(a,) %}{% endmacro %}",
+    "{% call(x) m(1) %}{% endcall %}", "{% call m %}{% endcall %}", "{% filter upper|trim %}x{% endfilter %}",
+    "{% with a = 1, b = 2 %}{% endwith %}", "{% block b scoped %}{% endblock b %}", "{% block b-c %}{% endblock %}",
+    "{% autoescape true %}{% endautoescape %}", "{% do a.append(1) %}", "{% print a, b %}",
+    "{% include 'a' ignore missing without context %}", "{% from 'a' import b as c, d with context %}",
+    "{% from 'a' import _b %}", "{% import 'a' as b %}", "{% extends 'a' %}", "{% raw %}{{ x {% endraw %}",
+    "{%- raw -%} x {%- endraw -%}", "{# a #}{#- b -#}", "{# a", "{% endfor %}", "{% frob %}", "{% if a %}",
+    "{{- a -}}{%- if a -%}{%+ endif +%}", "{{ a -}}", "{{ '\\x4' }}", "{{ '\\N{LOW LINE}' }}", "{{ a\u00a0}}",
+    "{% for a in b %}{% endfor x %}", "{% if a %}{% endif %}{% endif %}", "{{ a is sameas none }}",
+    "{{ a|map('upper')|list }}", "{{ a.b(c).d[e](f) }}", "{{ {'a': {'b': {}}} }}",
+]
+
 MESSAGES = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 
 
@@ -138,6 +162,21 @@ def main():
             f.write("{{ x[%s] }}" % literal)
         check(["MG-TMPL-UNSAFE-ATTR", "critical", "4"] in analyze(driver, path),
               f"analyzer reads x[{literal}] as a dunder")
+    # The grammar: jinja2 (with the tags transformers enables, and do) and the
+    # analyzer accept and refuse the same templates.
+    env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do"])
+    for i, text in enumerate(GRAMMAR):
+        try:
+            env.parse(text)
+            accepted = True
+        except jinja2.exceptions.TemplateSyntaxError:
+            accepted = False
+        path = os.path.join(scratch, "grammar%d.jinja" % i)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        ids = [f[0] for f in analyze(driver, path)]
+        check(accepted == ("MG-TMPL-UNPARSEABLE" not in ids),
+              f"grammar: jinja2 {'accepts' if accepted else 'refuses'} {text!r}, analyzer gives {ids}")
     print(f"{PASSED[0]} passed, {len(FAILURES)} failed")
     sys.exit(1 if FAILURES else 0)
 
