@@ -160,6 +160,11 @@ TEST_CASE("jinja: dunder attributes by every syntax are critical at their offset
       {"{{ x.gi_frame.f_globals }}", 5},
       {"{% set ns = namespace() %}{% set ns.__class__ = 1 %}", 33},
       {"{{ x['__class__' if a else 'b'] }}", 4},
+      {"{% macro m(k='__class__') %}{{ x[k] }}{% endmacro %}", 32},
+      {"{% for k in ['a', '__init__'] %}{{ x[k] }}{% endfor %}", 36},
+      {"{% macro m() %}{{ caller('__class__') }}{% endmacro %}{% call(k) m() %}{{ x[k] }}{% endcall %}", 75},
+      {"{% set ns = namespace(a='__class__') %}{{ y[ns.a] }}", 43},
+      {"{{ x[('__ssalc__'|reverse)] }}", 4},
   };
   for (const Case& c : cases) {
     auto f = Analyze(c.text);
