@@ -1,4 +1,5 @@
-// fuzz_decompress: every codec over the same input, with a 1 MiB cap.
+// fuzz_decompress: every codec (gzip, zlib, bzip2, xz, lzma-alone, zstd,
+// lz4, joblib's ZF) over the same input, with a 1 MiB cap.
 // Invariants: no crash, no hang; output never passes the cap; findings are
 // MG-ARCHIVE-* with offsets inside the input; nullopt only with a finding;
 // the streaming Decoder agrees with Decompress and stays in its budget.
@@ -14,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_decoder_memory_bytes = 64 << 20;
   std::span<const uint8_t> in(data, size);
   (void)SniffCodec(in);
-  for (Codec c : {Codec::kGzip, Codec::kZlib, Codec::kBzip2, Codec::kXz, Codec::kLzma}) {
+  for (Codec c : {Codec::kGzip, Codec::kZlib, Codec::kBzip2, Codec::kXz, Codec::kLzma,
+                  Codec::kZstd, Codec::kLz4, Codec::kJoblibZf}) {
     std::vector<Finding> findings;
     auto out = Decompress(in, c, limits, &findings);
     if (out && out->size() > limits.max_output_bytes) __builtin_trap();

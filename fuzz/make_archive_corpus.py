@@ -8,7 +8,11 @@ path/size records, a global header), links, devices, and the layout of
 torch's legacy tar ("storages", "tensors", "pickle" with their pickles and
 raw records), plus hostile variants. fuzz_decompress: gzip, zlib, bzip2, xz
 and lzma-alone streams of a small pickle, concatenated and trailing-data
-variants. Trailing zero records are trimmed to keep the seeds small.
+variants; zstd and lz4 frames made by the zstd, pzstd and lz4 programs
+(Debian's zstd and lz4 packages, ci/install-deps.sh) with skippable,
+concatenated, checksum and window variants; joblib < 0.10's ZF container
+(write_zfile's layout) with a length mismatch. Trailing zero records are
+trimmed to keep the seeds small.
 """
 import bz2
 import gzip
@@ -17,6 +21,7 @@ import lzma
 import os
 import pickle
 import struct
+import subprocess
 import sys
 import tarfile
 import zlib
@@ -52,6 +57,21 @@ def torch_members():
     tensors += targs + struct.pack("<i", 1) + b"\0" * 4 + struct.pack("<q", 2) + struct.pack("<q", 1) + struct.pack("<q", 0)
     obj = b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01X\x01\x00\x00\x001q\x02Qs."
     return [("pickle", obj), ("tensors", tensors), ("storages", storages)]
+
+
+def tool(*argv, data):
+    """What a compression program writes for `data` on stdin."""
+    return subprocess.run(list(argv), input=data, stdout=subprocess.PIPE, check=True).stdout
+
+
+def skippable(body, magic=0x184D2A50):
+    return struct.pack("<II", magic, len(body)) + body
+
+
+def zfile(data, declared=None):
+    """joblib < 0.10's write_zfile (numpy_pickle_compat.py)."""
+    length = "{:#x}".format(len(data) if declared is None else declared)
+    return b"ZF" + length.ljust(19).encode() + zlib.compress(data, 1)
 
 
 def write(sub, name, data):
@@ -104,6 +124,26 @@ def main():
     write(dec, "lzma-alone.lzma", lzma.compress(data, format=lzma.FORMAT_ALONE))
     write(dec, "zeros-bomb.gz", gzip.compress(b"\0" * (1 << 20), mtime=0))
     write(dec, "truncated.xz", lzma.compress(data)[:-9])
+    zst = tool("zstd", "-q", "-c", "--no-progress", data=data)
+    write(dec, "zstd.zst", zst)
+    write(dec, "zstd-multi.zst", zst + tool("zstd", "-q", "-c", data=PKL))
+    write(dec, "zstd-skippable.zst", skippable(b"cos\nsystem\n", 0x184D2A5A) + zst)
+    write(dec, "zstd-trailing.zst", zst + b"junk")
+    write(dec, "zstd-window20.zst", tool("zstd", "-q", "-c", "--zstd=wlog=20", data=data))
+    write(dec, "pzstd.zst", tool("pzstd", "-q", "-c", "-p", "1", data=data))
+    bad = bytearray(zst)
+    bad[-1] ^= 1  # content checksum
+    write(dec, "zstd-bad-checksum.zst", bytes(bad))
+    write(dec, "zeros-bomb.zst", tool("zstd", "-q", "-c", "-19", data=b"\0" * (1 << 22)))
+    lz = tool("lz4", "-q", "-c", data=data)
+    write(dec, "lz4.lz4", lz)
+    write(dec, "lz4-block-checksum.lz4", tool("lz4", "-q", "-c", "-BX", "-B4", data=data))
+    write(dec, "lz4-multi.lz4", lz + tool("lz4", "-q", "-c", data=PKL))
+    write(dec, "lz4-skippable.lz4", lz + skippable(b"hidden"))
+    write(dec, "lz4-content-size.lz4", tool("lz4", "-q", "-c", "--content-size", data=data))
+    write(dec, "lz4-legacy.lz4", tool("lz4", "-q", "-c", "-l", data=data))
+    write(dec, "joblib-zf.z", zfile(data))
+    write(dec, "joblib-zf-mismatch.z", zfile(data, len(data) + 1))
 
 
 main()

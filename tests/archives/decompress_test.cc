@@ -1022,3 +1022,26 @@ TEST_CASE("files made by the zstd, pzstd and lz4 programs", "[decompress][zstd][
   auto lw = DecodeWith(dir.Read("m.long.zst"), sc::Codec::kZstd, budget, 64u << 20);
   CHECK(lw.state == sc::DecodeState::kLimit);
 }
+
+TEST_CASE("real joblib.dump(compress='lz4') and python-zstandard files sniff and decode", "[decompress][joblib][zstd][lz4]") {
+  // tests/archives/data/make_joblib_lz4_zstd.py (joblib 1.2.0, python-lz4
+  // 4.0.2, python-zstandard 0.20.0, Debian 12).
+  for (const auto& [file, codec] : {std::pair<const char*, sc::Codec>{"joblib-lz4.joblib", sc::Codec::kLz4},
+                                    {"pickle-zstandard.zst", sc::Codec::kZstd}}) {
+    INFO(file);
+    FILE* fp = std::fopen((std::string(MG_ARCHIVE_DATA_DIR "/") + file).c_str(), "rb");
+    REQUIRE(fp != nullptr);
+    Bytes z;
+    for (int ch; (ch = std::fgetc(fp)) != EOF;) z.push_back(static_cast<uint8_t>(ch));
+    std::fclose(fp);
+    REQUIRE(sc::SniffCodec(z) == codec);
+    sc::Budget budget;
+    auto d = DecodeAll(z, codec, budget);
+    CHECK(d.findings.empty());
+    CHECK(d.state == sc::DecodeState::kEnd);
+    REQUIRE(d.bytes.size() > 2);
+    CHECK(d.bytes[0] == 0x80);  // a pickle, protocol 4
+    const std::string text(d.bytes.begin(), d.bytes.end());
+    CHECK(text.find("tiny-linear") != std::string::npos);
+  }
+}
