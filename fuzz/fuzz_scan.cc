@@ -1,6 +1,7 @@
 // fuzz_scan: the whole ScanFile path — every loader model at once — on a
 // memfd named by the first input byte (the name is a claim: .safetensors,
-// .pt, .pkl, .npy, .joblib, .gguf or none). Invariants:
+// .pt, .pkl, .npy, .joblib, .gguf, .json, .jinja, .py, .onnx, .h5, .keras,
+// .7z or none). Invariants:
 // - nothing is an I/O error (the descriptor never changes under the scan);
 // - a file no loader model reads (no view) is never judged as a format: it
 //   is "unknown" (or a git-lfs pointer, or a refused .safetensors claim);
@@ -37,8 +38,9 @@ bool HasId(const scanner::FileScan& s, std::string_view id) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  static const std::array<const char*, 8> kNames = {
-      "f", "m.safetensors", "m.pt", "m.pkl", "m.npy", "m.joblib", "m.gguf", "m.bin"};
+  static const std::array<const char*, 15> kNames = {
+      "f", "m.safetensors", "m.pt", "m.pkl", "m.npy", "m.joblib", "m.gguf", "m.bin",
+      "config.json", "chat_template.jinja", "m.py", "m.onnx", "m.h5", "m.keras", "m.7z"};
   const std::string name = kNames[data[0] % kNames.size()];
   ++data, --size;
 

@@ -10,10 +10,10 @@
 namespace modelgate::scanner {
 namespace {
 
-constexpr std::array<std::string_view, 19> kFormatNames = {
+constexpr std::array<std::string_view, 27> kFormatNames = {
     "unknown", "safetensors", "pickle", "pytorch-zip", "pytorch-tar", "numpy", "numpy-zip",
     "joblib", "zip", "tar", "gzip", "bzip2", "xz", "7z", "gguf", "onnx", "zlib", "lzma",
-    "lfs-pointer",
+    "lfs-pointer", "zstd", "lz4", "joblib-zf", "keras", "hdf5", "json", "jinja", "python",
 };
 static_assert(kFormatNames.size() == static_cast<size_t>(kLastFormat) + 1);
 
@@ -98,6 +98,9 @@ Format DetectFormat(std::span<const uint8_t> head, uint64_t file_size, std::stri
       case Codec::kBzip2: return Format::kBzip2;
       case Codec::kXz: return Format::kXz;
       case Codec::kLzma: return Format::kLzma;
+      case Codec::kZstd: return Format::kZstd;
+      case Codec::kLz4: return Format::kLz4;
+      case Codec::kJoblibZf: return Format::kJoblibZf;
     }
   }
   if (StartsWith(head, "7z\xbc\xaf\x27\x1c")) return Format::kSevenZip;
@@ -105,6 +108,7 @@ Format DetectFormat(std::span<const uint8_t> head, uint64_t file_size, std::stri
   // (ustar magic or not). Whether it is torch's legacy tar needs a listing.
   if (head.size() >= 512 && LooksLikeTar(head)) return Format::kTar;
   if (StartsWith(head, "GGUF")) return Format::kGguf;
+  if (StartsWith(head, "\x89HDF\r\n\x1a\n")) return Format::kHdf5;
   // Protocol 0/1 pickles have no magic: ScanFile runs the pickle machine on
   // files nothing else claims and calls them pickles when a stream loads.
   if (EndsWith(name, ".safetensors") && file_size >= 8) return Format::kSafetensors;

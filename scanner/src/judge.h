@@ -68,6 +68,22 @@ inline bool IsTensorStorage(std::string_view name) {
 // deserializes (its first bytes; an info finding says when it stopped).
 inline constexpr uint64_t kYaraMemberBytes = 16ull << 20;
 
+class Scanner;
+// Text members (configs.cc): a *.json, *.jinja or *.py member of an archive
+// (a .keras zip's config.json, a zipped repository) is judged as the
+// library that reads it would use it. IsTextMember says which names are.
+bool IsTextMember(std::string_view name);
+void JudgeTextMember(Scanner& sc, std::span<const uint8_t> bytes, std::string_view name,
+                     const Place& at, FileScan& out);
+// JudgeGguf and JudgeHdf5 (formats.cc): a GGUF file or an HDF5 file (a
+// Keras .h5 model: its model_config attribute, judged as a Keras config; a
+// weights-only file has none), the file itself or a member at `at`.
+void JudgeGguf(Scanner& sc, std::span<const uint8_t> bytes, const Place& at, FileScan& out);
+void JudgeHdf5(Scanner& sc, std::span<const uint8_t> bytes, const Place& at, FileScan& out);
+// SevenZip (formats.cc) judges every member of a 7z archive at `at`.
+void SevenZip(Scanner& sc, std::span<const uint8_t> bytes, const Place& at, uint64_t depth,
+              FileScan& out);
+
 // Scanner judges views of one file. Every member and decoded stream is a
 // span over a mapping — of the file itself, or of a sealed spool (memfd)
 // holding decoded bytes — never a heap copy, and every byte decoded is
@@ -78,6 +94,7 @@ class Scanner {
       : opts_(options), out_(out), budget_(options.containers) {}
 
   const Budget& budget() const { return budget_; }
+  Budget& budget() { return budget_; }
 
   // YaraMember runs the rules over a member no loader deserializes, up to
   // kYaraMemberBytes of it.
@@ -461,7 +478,12 @@ class Scanner {
                         std::memcmp(head.data(), kNpyMagic.data(), kNpyMagic.size()) == 0;
     const bool is_zip = head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
     const bool storage = IsTensorStorage(e.name);
-    const bool loaded = is_pickle || is_npy || is_zip;
+    const bool text = !is_pickle && !is_npy && !is_zip && IsTextMember(e.name);
+    // A GGUF or HDF5 member (a .keras zip's model.weights.h5, a zipped
+    // repository's model.gguf) is read by its reader.
+    const bool is_gguf = head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0;
+    const bool is_hdf5 = head.size() >= 8 && std::memcmp(head.data(), "\x89HDF\r\n\x1a\n", 8) == 0;
+    const bool loaded = is_pickle || is_npy || is_zip || text || is_gguf || is_hdf5;
     if (!loaded && (!opts_.yara || (storage && !YaraAll()))) return true;
     Place inner{member, at.absolute && at.member.empty() && e.method == 0 ? e.data_offset : 0,
                 at.absolute && at.member.empty() && e.method == 0};
@@ -493,6 +515,12 @@ class Scanner {
       Pickle(bytes, inner);
     } else if (is_npy) {
       Npy(bytes, inner);
+    } else if (text) {
+      JudgeTextMember(*this, bytes, BaseName(e.name), inner, out_);
+    } else if (is_gguf) {
+      JudgeGguf(*this, bytes, inner, out_);
+    } else if (is_hdf5) {
+      JudgeHdf5(*this, bytes, inner, out_);
     } else if (is_zip) {
       if (depth + 1 >= opts_.containers.max_nesting_depth) {
         out_.findings.push_back(MakeFinding(
@@ -507,9 +535,21 @@ class Scanner {
     } else {
       // Neither pickle, npy nor archive: rules run over it as "member";
       // tensor storages only for scope all, as "data".
+      NotAnalyzedMember(e.name, inner);
       YaraMember(bytes, e.uncompressed_bytes, storage ? "data" : "member", inner);
     }
     return true;
+  }
+
+  // NotAnalyzedMember: an ONNX model inside an archive (ONNX has no magic:
+  // only its name says so) is not read by the ONNX reader here, so it is
+  // not judged: fail closed (MG-FMT-NOT-ANALYZED, high).
+  void NotAnalyzedMember(std::string_view name, const Place& at) {
+    if (!EndsWith(name, ".onnx")) return;
+    out_.findings.push_back(Placed(MakeFinding(
+        "MG-FMT-NOT-ANALYZED", Severity::kHigh,
+        "an ONNX model inside an archive is not analyzed by this version; unpack it and scan "
+        "the model file itself"), at));
   }
 
   // A second format in the same bytes: zip readers look for the end record
@@ -606,7 +646,13 @@ class Scanner {
       std::span<const uint8_t> data;
       if (!TarSpan(bytes, member, at, &data)) continue;
       const std::string name = (at.member.empty() ? "" : at.member + "!") + member.name;
-      Contents(data, Place{name, member.data_offset, at.absolute && at.member.empty()}, depth + 1);
+      const Place inner{name, member.data_offset, at.absolute && at.member.empty()};
+      if (IsTextMember(member.name) && DetectFormat(data.first(std::min<size_t>(data.size(), kSniffBytes)),
+                                                    data.size(), "") == Format::kUnknown) {
+        JudgeTextMember(*this, data, BaseName(member.name), inner, out_);  // a repository's configs
+      } else {
+        Contents(data, inner, depth + 1);
+      }
     }
   }
 
@@ -634,15 +680,19 @@ class Scanner {
       case Format::kBzip2: Decompressed(bytes, Codec::kBzip2, at, depth); break;
       case Format::kXz: Decompressed(bytes, Codec::kXz, at, depth); break;
       case Format::kLzma: Decompressed(bytes, Codec::kLzma, at, depth); break;
-      case Format::kSevenZip:
-        out_.findings.push_back(Placed(UnanalyzedArchiveFinding("7z"), at));
-        break;
+      case Format::kZstd: Decompressed(bytes, Codec::kZstd, at, depth); break;
+      case Format::kLz4: Decompressed(bytes, Codec::kLz4, at, depth); break;
+      case Format::kJoblibZf: Decompressed(bytes, Codec::kJoblibZf, at, depth); break;
+      case Format::kSevenZip: SevenZip(*this, bytes, at, depth, out_); break;
+      case Format::kGguf: JudgeGguf(*this, bytes, at, out_); break;
+      case Format::kHdf5: JudgeHdf5(*this, bytes, at, out_); break;
       default: {
         // Bytes pickle.load would run are judged as a pickle, their streams
         // scanned by the rules as "pickle"; the whole member is also scanned
         // as "member" (rules of that scope only), and a rule both scans saw
         // at the same first match inside the streams is one cause: the
         // member scan's finding goes.
+        NotAnalyzedMember(at.member, at);
         const size_t first = out_.findings.size();
         uint64_t pickled = 0;
         if (!MaybePickle(bytes, at, false, nullptr, &pickled)) pickled = 0;

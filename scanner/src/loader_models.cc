@@ -2,6 +2,11 @@
 // its source decides them (docs/loader-models.md names the versions).
 #include "loader_models.h"
 
+#include "configs.h"
+#include "formats.h"
+#include "keras.h"
+#include "onnx.h"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -12,11 +17,12 @@ namespace modelgate::scanner {
 
 int FormatFamily(Format f) {
   switch (f) {
-    case Format::kPytorchZip: case Format::kNumpyZip: case Format::kZip: return 1;
+    case Format::kPytorchZip: case Format::kNumpyZip: case Format::kZip: case Format::kKeras:
+      return 1;
     case Format::kPytorchTar: case Format::kTar: return 2;
     case Format::kPickle: case Format::kJoblib: return 3;
     case Format::kGzip: case Format::kZlib: case Format::kBzip2: case Format::kXz:
-    case Format::kLzma: return 4;
+    case Format::kLzma: case Format::kZstd: case Format::kLz4: case Format::kJoblibZf: return 4;
     default: return 10 + static_cast<int>(f);
   }
 }
@@ -42,15 +48,25 @@ const std::vector<ExtensionRule>& ExtensionRules() {
       {".bin", {Format::kPytorchZip, Format::kPickle, Format::kPytorchTar, Format::kZip,
                 Format::kSafetensors, Format::kUnknown}},
       {".ckpt", {Format::kPytorchZip, Format::kPickle, Format::kPytorchTar, Format::kZip}},
-      {".pkl", {Format::kPickle, Format::kJoblib}},
-      {".pickle", {Format::kPickle, Format::kJoblib}},
+      // joblib < 0.10 wrote its ZF container under any name it was given.
+      {".pkl", {Format::kPickle, Format::kJoblib, Format::kJoblibZf}},
+      {".pickle", {Format::kPickle, Format::kJoblib, Format::kJoblibZf}},
       // joblib.dump(compress=...): zlib, gzip, bz2, xz, and 'lzma' (the
       // lzma-alone format, joblib's LZMACompressorWrapper).
       {".joblib", {Format::kJoblib, Format::kPickle, Format::kZlib, Format::kGzip, Format::kBzip2,
-                   Format::kXz, Format::kLzma}},
+                   Format::kXz, Format::kLzma, Format::kZstd, Format::kLz4, Format::kJoblibZf}},
+      {".zst", {Format::kZstd}},
+      {".lz4", {Format::kLz4}},
+      {".7z", {Format::kSevenZip}},
       {".gguf", {Format::kGguf}},
       {".zip", {Format::kZip, Format::kPytorchZip, Format::kNumpyZip}},
       {".gz", {Format::kGzip}},
+      {".json", {Format::kJson}},
+      {".jinja", {Format::kJinja}},
+      {".py", {Format::kPython}},
+      {".onnx", {Format::kOnnx}},
+      {".h5", {Format::kHdf5}},
+      {".keras", {Format::kKeras}},
   };
   return rules;
 }
@@ -58,6 +74,7 @@ const std::vector<ExtensionRule>& ExtensionRules() {
 bool MayCarryCode(Format f) {
   switch (f) {
     case Format::kSafetensors: case Format::kGguf: case Format::kUnknown: case Format::kOnnx:
+    case Format::kJson:
       return false;
     default:
       return true;
@@ -228,7 +245,11 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   const bool empty_zip0 = HasPrefix(head, "PK\x05\x06");  // numpy.load: an empty npz
   bool pickle_claimed = claim.pickle;
   if (zip0 || empty_zip0) {
-    view(zip0 ? "torch.load" : "numpy.load", ZipFormat(head));
+    if (EndsWithNoCase(name, ".keras")) {
+      view("keras.saving.load_model", Format::kKeras);  // config.json judged as a member
+    } else {
+      view(zip0 ? "torch.load" : "numpy.load", ZipFormat(head));
+    }
     sc.Zip(src, file, Place{}, 0);
   } else if (file.size() >= 512 && LooksLikeTar(head)) {
     sc.Tar(src, file, Place{}, 0);
@@ -258,7 +279,7 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
     sc.Contents(file, Place{}, 0);
   } else if (HasPrefix(head, "7z\xbc\xaf\x27\x1c")) {
     view("7z", Format::kSevenZip);
-    out.findings.push_back(UnanalyzedArchiveFinding("7z"));
+    SevenZip(sc, file, Place{}, 0, out);
   }
 
   // pickle.load at offset 0 (also torch.load's and numpy.load's fallback),
@@ -266,10 +287,26 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   std::optional<PickleAnalysis> unkept_pickle;
   if (sc.MaybePickle(file, Place{}, false, &unkept_pickle)) view("pickle.load", Format::kPickle);
 
-  // Formats this version recognises but does not parse.
-  if (out.views.empty() && !claim.safetensors &&
-      (HasPrefix(head, "GGUF") || EndsWithNoCase(name, ".gguf"))) {
+  // GGUF (llama.cpp, gguf-py: the magic at 0; a .gguf name is a claim).
+  if (!claim.safetensors && (HasPrefix(head, "GGUF") || EndsWithNoCase(name, ".gguf"))) {
     view("gguf", Format::kGguf);
+    JudgeGguf(sc, file, Place{}, out);
+  }
+  // ONNX has no magic: onnx.load / onnxruntime read what they are given,
+  // so the name decides; content that does not parse is rejected.
+  if (!claim.safetensors && EndsWithNoCase(name, ".onnx")) {
+    view("onnx", Format::kOnnx);
+    JudgeOnnx(sc, file, out);
+  }
+  // HDF5 (h5py, keras.models.load_model of an .h5): the superblock
+  // signature at 0 or after a user block.
+  // libhdf5 searches 0, 512, 1024, ... for the signature, so the whole
+  // file is searched: a pickle in the user block is no hiding place.
+  const bool hdf5 = LooksLikeHdf5(file);
+  if (!claim.safetensors &&
+      (hdf5 || EndsWithNoCase(name, ".h5") || EndsWithNoCase(name, ".hdf5"))) {
+    if (hdf5) view("h5py", Format::kHdf5);
+    JudgeHdf5(sc, file, Place{}, out);  // a claimed .h5 that is not HDF5 fails here
   }
 
   // A zip found from the end (self-extractor layout or a polyglot).
@@ -301,6 +338,28 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
     view("pickle.load", Format::kPickle);
   }
 
+  // Configs, templates and code (configs.cc), by name: what json.load, a
+  // Jinja sandbox or an import would read, when no model loader reads it.
+  if (out.views.empty() && !claim.safetensors) {
+    const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+    switch (TextKindOf(name)) {
+      case TextKind::kJson:
+        view("json.load", Format::kJson);
+        if (!JudgeJson(sc, file, name, 0, Place{}, ConfigLimits{}, out)) out.unparseable = true;
+        break;
+      case TextKind::kJinja:
+        view("jinja2", Format::kJinja);
+        JudgeTemplateText(sc, text, 0, name, Place{}, ConfigLimits{}, out);
+        break;
+      case TextKind::kPython:
+        view("import", Format::kPython);
+        JudgePython(sc, file, Place{}, out);
+        break;
+      case TextKind::kNone:
+        break;
+    }
+  }
+
   if (out.views.empty() && claim.safetensors) {
     out.format = Format::kSafetensors;  // judged (and refused) by the core above
   } else if (out.views.empty()) {
@@ -325,14 +384,6 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
       }
     }
     out.format = primary;
-    for (const auto& v : out.views) {
-      if (v.format == Format::kGguf) {
-        if (sc.YaraAll()) sc.Yara(file, "data", Place{});
-        out.findings.push_back(MakeFinding(
-            "MG-FMT-NOT-ANALYZED", Severity::kMedium,
-            "format " + std::string(FormatName(v.format)) + " is not analyzed by this version"));
-      }
-    }
   }
 
   // Two loaders, two readings of the same bytes.

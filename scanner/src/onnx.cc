@@ -751,8 +751,13 @@ constexpr uint64_t kMaxPlausibleIrVersion = 1000;
 }  // namespace
 
 bool OnnxStandardDomain(std::string_view d) {
+  // The ONNX domains, and onnxruntime's contrib domains: their kernels are
+  // compiled into onnxruntime itself (the fused attention and layer-norm
+  // ops of every optimized transformer export), no library is registered.
+  // ai.onnx.contrib (onnxruntime-extensions) is a separate native library.
   return d.empty() || d == "ai.onnx" || d == "ai.onnx.ml" || d == "ai.onnx.training" ||
-         d == "ai.onnx.preview.training";
+         d == "ai.onnx.preview.training" || d == "com.microsoft" || d == "com.microsoft.nchwc" ||
+         d == "com.microsoft.experimental";
 }
 
 const char* OnnxExternalPathProblem(std::string_view loc) {

@@ -77,7 +77,13 @@ std::vector<TextPosition> TextPositions(const Source& file, std::span<const uint
 }
 
 void AddTextRegions(const Source& file, FileScan& scan, uint64_t max_offset_bytes) {
-  if (scan.format != Format::kUnknown && scan.format != Format::kLfsPointer) return;
+  switch (scan.format) {
+    case Format::kUnknown: case Format::kLfsPointer: case Format::kJson: case Format::kJinja:
+    case Format::kPython:
+      break;
+    default:
+      return;
+  }
   std::vector<uint64_t> offsets;
   for (const auto& f : scan.findings) {
     if (f.member.empty() && f.offset != core::kNoOffset) offsets.push_back(f.offset);

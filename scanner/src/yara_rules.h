@@ -50,7 +50,9 @@ inline constexpr uint64_t kYaraFoldMaxBytes = 16ull << 20;
 // learn what it is looking at: "header" (a safetensors JSON header),
 // "metadata" (one decoded __metadata__ entry), "pickle" (one pickle stream),
 // "member" (a non-tensor archive member), "data" (tensor data, only when the
-// operator asks for scope "all"). Scan() sets it to its `scope` argument.
+// operator asks for scope "all"), "code" (Python source a model ships).
+// JSON configs, chat templates and GGUF metadata strings are "metadata".
+// Scan() sets it to its `scope` argument.
 inline constexpr const char* kYaraScopeVariable = "mg_scope";
 
 // kYaraScanErrorId is the finding a failed scan produces. A rule whose name

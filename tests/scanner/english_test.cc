@@ -20,7 +20,11 @@ TEST_CASE("WithArticle: every format name as messages print it", "[scanner][engl
       {scanner::Format::kXz, "an xz"},                 {scanner::Format::kSevenZip, "a 7z"},
       {scanner::Format::kGguf, "a gguf"},              {scanner::Format::kOnnx, "an onnx"},
       {scanner::Format::kZlib, "a zlib"},              {scanner::Format::kLzma, "an lzma"},
-      {scanner::Format::kLfsPointer, "an lfs-pointer"},
+      {scanner::Format::kLfsPointer, "an lfs-pointer"}, {scanner::Format::kZstd, "a zstd"},
+      {scanner::Format::kLz4, "an lz4"},               {scanner::Format::kJoblibZf, "a joblib-zf"},
+      {scanner::Format::kKeras, "a keras"},            {scanner::Format::kHdf5, "an hdf5"},
+      {scanner::Format::kJson, "a json"},              {scanner::Format::kJinja, "a jinja"},
+      {scanner::Format::kPython, "a python"},
   };
   REQUIRE(want.size() == static_cast<size_t>(scanner::kLastFormat) + 1);
   for (const auto& [format, text] : want) {

@@ -21,9 +21,16 @@ enum class Format : uint8_t {
   kUnknown, kSafetensors, kPickle, kPytorchZip, kPytorchTar, kNumpy, kNumpyZip,
   kJoblib, kZip, kTar, kGzip, kBzip2, kXz, kSevenZip, kGguf, kOnnx, kZlib, kLzma,
   kLfsPointer,  // a git-lfs pointer file checked out instead of the weights
+  kZstd, kLz4,   // single-stream wrappers (joblib compress='zstd'/'lz4')
+  kJoblibZf,     // joblib < 0.10's "ZF" container (zlib, hex length)
+  kKeras,        // a .keras zip (Keras 3: config.json, model.weights.h5)
+  kHdf5,         // HDF5 (Keras .h5 models: the model_config attribute)
+  kJson,         // a JSON config (config.json, tokenizer_config.json, ...)
+  kJinja,        // a Jinja2 template (chat_template.jinja)
+  kPython,       // Python source (.py): code a loader may import
 };
 // kLastFormat is the highest Format (for loops over every format).
-inline constexpr Format kLastFormat = Format::kLfsPointer;
+inline constexpr Format kLastFormat = Format::kPython;
 // FormatName is the report spelling ("safetensors", "pytorch-zip", ...).
 std::string_view FormatName(Format f);
 

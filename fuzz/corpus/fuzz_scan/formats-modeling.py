@@ -1,0 +1,5 @@
+
+import torch
+
+class M(torch.nn.Module):
+    pass
