@@ -5,6 +5,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <memory>
@@ -19,6 +20,29 @@ namespace {
 using core::Severity;
 
 constexpr uint8_t kSignature[] = {'7', 'z', 0xBC, 0xAF, 0x27, 0x1C};
+// The start header: signature, version (2), its CRC (4), then the next
+// header's offset (8, from the end of these 32 bytes), size (8) and CRC (4).
+constexpr size_t kStartHeaderBytes = 32;
+
+uint64_t Le(std::span<const uint8_t> b, size_t at, int n) {
+  uint64_t v = 0;
+  for (int i = n; i-- > 0;) v = (v << 8) | b[at + static_cast<size_t>(i)];
+  return v;
+}
+
+// StartHeaderProblem checks the start header before libarchive reads it:
+// its CRC, and a next header that lies inside the file, so that a corrupt
+// start header cannot make libarchive allocate what it claims (fuzz_sevenzip
+// found a 2^58-byte request). nullptr when sound.
+const char* StartHeaderProblem(std::span<const uint8_t> file) {
+  if (file.size() < kStartHeaderBytes) return "shorter than the 7z start header";
+  const uLong crc = crc32(0L, file.data() + 12, 20);
+  if (crc != Le(file, 8, 4)) return "the start header's CRC does not match";
+  const uint64_t offset = Le(file, 12, 8), size = Le(file, 20, 8);
+  const uint64_t room = file.size() - kStartHeaderBytes;
+  if (offset > room || size > room - offset) return "the next header lies outside the file";
+  return nullptr;
+}
 
 struct ArchiveFree {
   void operator()(archive* a) const { archive_read_free(a); }
@@ -38,6 +62,10 @@ bool Walk(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* f
   if (file.size() < sizeof kSignature ||
       !std::equal(std::begin(kSignature), std::end(kSignature), file.begin())) {
     Add(findings, "MG-ARCHIVE-MALFORMED", Severity::kHigh, "no 7z signature at the start");
+    return false;
+  }
+  if (const char* why = StartHeaderProblem(file)) {
+    Add(findings, "MG-ARCHIVE-MALFORMED", Severity::kHigh, why);
     return false;
   }
   std::unique_ptr<archive, ArchiveFree> a(archive_read_new());

@@ -22,10 +22,20 @@
 //                            keep the last, listings show the first)
 // Nesting depth is the caller's (it enters a level for the archive).
 //
-// Not bounded here: the memory libarchive itself allocates for a coder (an
-// LZMA dictionary the archive's header declares, up to 4 GiB, is malloc'ed
-// by liblzma when the folder is first read); max_decoder_memory_bytes does
-// not reach into libarchive.
+// The start header is checked first (its CRC; the next header inside the
+// file), so that a corrupt one cannot have libarchive allocate what it
+// claims (fuzz_sevenzip found a 2^58-byte request).
+//
+// Not bounded here: the memory libarchive itself allocates from what the
+// (CRC-checked) header declares: a coder's dictionary (an LZMA dictionary
+// of up to 4 GiB is malloc'ed by liblzma when the folder is first read) and
+// its tables for up to 100,000,000 entries (fuzz_sevenzip: a calloc of
+// 4,008,012,008 bytes from a 227-byte archive). These are address space
+// (calloc and malloc of that size are lazy mmaps; the 227-byte file costs
+// 6 MiB of RSS) but a process under RLIMIT_AS or a strict overcommit
+// policy sees the allocation fail, which libarchive reports as an error
+// (MG-ARCHIVE-MALFORMED). max_decoder_memory_bytes does not reach into
+// libarchive; under ASan and libFuzzer's malloc limit this shows as an OOM.
 #pragma once
 
 #include <cstdint>

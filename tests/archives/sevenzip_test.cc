@@ -187,7 +187,7 @@ TEST_CASE("7z: truncated, corrupt and foreign bytes are MG-ARCHIVE-MALFORMED", "
   CHECK(Count(s.findings, "MG-ARCHIVE-MALFORMED") == 1);
 }
 
-TEST_CASE("7z: a bomb is stopped by the budget; limits at N and N+1", "[7z][limits]") {
+TEST_CASE("7z: a bomb is stopped by the budget, limits at N and N+1", "[7z][limits]") {
   ToolDir dir;
   const Bytes zeros(16u << 20, 0);
   const Bytes bomb = Make7z(dir, "bomb.7z", "-m0=LZMA2", {{"zeros.bin", zeros}});
