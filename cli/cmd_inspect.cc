@@ -3,12 +3,16 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+// The GGUF parser is a scanner internal (the loader models use it); inspect
+// shows the header it parsed.
+#include "../scanner/src/gguf.h"
 #include "cli.h"
 #include "exit_code.h"
 #include "options.h"
@@ -16,6 +20,8 @@
 
 namespace modelgate::cli {
 namespace {
+
+using scanner::internal::GgufInfo;
 
 // One imported global per (member, name), first offset, times imported.
 struct FoldedImport {
@@ -62,9 +68,32 @@ std::string Grouped(uint64_t v) {
   return out;
 }
 
+std::string GgufTypeText(uint32_t type) {
+  const std::string_view name = scanner::internal::GgmlTypeName(type);
+  return name.empty() ? "type " + std::to_string(type) : std::string(name);
+}
+
+std::string RenderGgufText(const GgufInfo& g) {
+  std::string out;
+  out += "gguf:        version " + std::to_string(g.version) + ", " +
+         (g.big_endian ? "big" : "little") + "-endian, alignment " +
+         std::to_string(g.alignment) + "\n";
+  out += "metadata:    " + Grouped(g.kv_count) + " keys\n";
+  out += "header:      " + Grouped(g.data_start) + " bytes; data starts at " +
+         std::to_string(g.data_start) + " (" + Grouped(g.data_bytes) +
+         " bytes of tensor data)\n";
+  out += "tensors:     " + Grouped(g.tensors.size()) + "\n";
+  out += "tensors (name, type, shape, offset in the file, bytes):\n";
+  for (const auto& t : g.tensors) {
+    out += "  " + core::Quoted(t.name) + "  " + GgufTypeText(t.type) + "  " + ShapeText(t.dims) +
+           "  " + std::to_string(g.data_start + t.offset) + "  " + std::to_string(t.bytes) + "\n";
+  }
+  return out;
+}
+
 std::string RenderInspectText(const scanner::FileScan& s, Verdict verdict,
                               const std::map<std::string, DtypeStats>& dtypes, uint64_t params,
-                              bool color) {
+                              bool color, const std::optional<GgufInfo>& gguf) {
   std::string out;
   const std::string path = DisplayPath(s.path);
   out += "file:        " + path + "\n";
@@ -81,6 +110,7 @@ std::string RenderInspectText(const scanner::FileScan& s, Verdict verdict,
              (g.reason.empty() ? "" : "  " + core::EscapeControls(g.reason)) + "\n";
     }
   }
+  if (gguf) out += RenderGgufText(*gguf);
   if (!s.safetensors) return out;
   const auto& st = *s.safetensors;
   out += "header:      " + Grouped(st.header_bytes) + " bytes; data starts at " +
@@ -209,9 +239,41 @@ class JsonStream {
   bool after_key_ = false;
 };
 
+// RenderGgufJson writes the "gguf" object: the header's layout and every
+// tensor, "offset" absolute as for safetensors, "data_offset" as written.
+void RenderGgufJson(const GgufInfo& g, JsonStream& j) {
+  j.Key("gguf");
+  j.BeginObject();
+  j.Member("version", g.version);
+  j.Member("endianness", g.big_endian ? "big" : "little");
+  j.Member("alignment", g.alignment);
+  j.Member("kv_count", g.kv_count);
+  j.Member("data_start", g.data_start);
+  j.Member("data_bytes", g.data_bytes);
+  j.Member("tensor_count", g.tensors.size());
+  j.Key("tensors");
+  j.BeginArray();
+  for (const auto& t : g.tensors) {
+    j.BeginObject();
+    j.Name("name", t.name);
+    j.Member("type", GgufTypeText(t.type));
+    j.Member("type_id", t.type);
+    j.Key("shape");
+    j.BeginArray();
+    for (uint64_t d : t.dims) j.Number(d);
+    j.EndArray();
+    j.Member("data_offset", t.offset);
+    j.Member("offset", g.data_start + t.offset);
+    j.Member("bytes", t.bytes);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+}
+
 void RenderInspectJson(const scanner::FileScan& s, Verdict verdict,
                        const std::map<std::string, DtypeStats>& dtypes, uint64_t params,
-                       JsonStream& j) {
+                       const std::optional<GgufInfo>& gguf, JsonStream& j) {
   j.BeginObject();
   j.Member("schema", "modelgate.inspect/v1");
   j.Key("tool");
@@ -252,6 +314,7 @@ void RenderInspectJson(const scanner::FileScan& s, Verdict verdict,
     }
     j.EndArray();
   }
+  if (gguf) RenderGgufJson(*gguf, j);
   if (s.safetensors) {
     const auto& st = *s.safetensors;
     j.Member("header_bytes", st.header_bytes);
@@ -297,9 +360,40 @@ void RenderInspectJson(const scanner::FileScan& s, Verdict verdict,
   j.EndObject();
 }
 
+// InspectGguf parses the GGUF header of the file the scan judged, from the
+// same descriptor (a guarded mapping: a file that shrinks reads zeros, and
+// then nothing is shown). Its findings are the scan's to report.
+std::optional<GgufInfo> InspectGguf(const core::OpenedFile& file, const scanner::FileScan& s) {
+  if (s.format != scanner::Format::kGguf || s.io_error) return std::nullopt;
+  auto mapped = core::GuardedMapping::Map(file.fd, file.size);
+  if (!mapped.ok()) return std::nullopt;
+  std::vector<scanner::Finding> findings;
+  auto info = scanner::internal::ParseGguf(mapped.value().bytes(), {}, &findings);
+  if (mapped.value().faulted()) return std::nullopt;
+  return info;
+}
+
+// InspectPath judges the file at `path` as ScanFile does, keeping the
+// descriptor for the GGUF header.
+scanner::FileScan InspectPath(const std::string& path, const scanner::ScanOptions& scan_options,
+                              std::optional<GgufInfo>* gguf) {
+  auto opened = core::OpenRegularFile(path, /*follow_symlink=*/true);
+  if (!opened.ok()) {
+    scanner::FileScan s;
+    s.path = path;
+    s.io_error = true;
+    s.findings.push_back(scanner::FindingFromError(opened.error()));
+    return s;
+  }
+  scanner::FileScan s = scanner::ScanOpened(opened.value(), path, scan_options);
+  *gguf = InspectGguf(opened.value(), s);
+  return s;
+}
+
 // InspectStdin judges standard input as ScanFile judges a named file: the
 // spooled copy is the one descriptor every read uses.
-scanner::FileScan InspectStdin(const scanner::ScanOptions& scan_options) {
+scanner::FileScan InspectStdin(const scanner::ScanOptions& scan_options,
+                               std::optional<GgufInfo>* gguf) {
   const std::string path(kStdinPath);
   auto spooled = SpoolToTempFile(STDIN_FILENO, kMaxStdinBytes);
   if (!spooled.ok()) {
@@ -310,6 +404,7 @@ scanner::FileScan InspectStdin(const scanner::ScanOptions& scan_options) {
     return s;
   }
   scanner::FileScan s = scanner::ScanOpened(spooled.value(), path, scan_options);
+  *gguf = InspectGguf(spooled.value(), s);
   if (auto same = core::CheckUnchanged(spooled.value()); !same.ok()) {
     s.io_error = true;
     s.findings.push_back(scanner::FindingFromError(same.error()));
@@ -324,9 +419,10 @@ int RunInspect(const CommonOptions& opts) {
 
   scanner::ScanOptions scan_options;
   if (!ConfigureYara(opts, &scan_options)) return kExitCannotJudge;
+  std::optional<GgufInfo> gguf;
   scanner::FileScan s = opts.paths[0] == kStdinPath
-                            ? InspectStdin(scan_options)
-                            : scanner::ScanFile(opts.paths[0], /*follow_symlink=*/true, scan_options);
+                            ? InspectStdin(scan_options, &gguf)
+                            : InspectPath(opts.paths[0], scan_options, &gguf);
   const Verdict verdict = Judge(s, opts.fail_on);
   const bool color = UseColor(opts, ::isatty(STDOUT_FILENO) == 1, std::getenv("NO_COLOR"));
 
@@ -345,11 +441,11 @@ int RunInspect(const CommonOptions& opts) {
     // Streamed: the document of a million tensors never sits in memory.
     const bool written = StreamOutput(opts.out_path, [&](std::ostream& out) {
       JsonStream j(out);
-      RenderInspectJson(s, verdict, dtypes, params, j);
+      RenderInspectJson(s, verdict, dtypes, params, gguf, j);
       return j.Finish();
     });
     if (!written) return kExitCannotJudge;
-  } else if (!WriteOutput(opts.out_path, RenderInspectText(s, verdict, dtypes, params, color))) {
+  } else if (!WriteOutput(opts.out_path, RenderInspectText(s, verdict, dtypes, params, color, gguf))) {
     return kExitCannotJudge;
   }
   if (verdict == Verdict::kError) return kExitCannotJudge;
