@@ -144,8 +144,12 @@ class Parser {
  private:
   // --- findings ---
   void Report(std::string_view id, Severity sev, uint64_t offset, std::string message) {
-    uint64_t& n = per_id_[id];
-    if (++n > kMaxFindingsPerId) return;
+    IdCount& c = per_id_[id];
+    // The summary of those not listed carries the worst of them.
+    if (++c.count > kMaxFindingsPerId) {
+      c.dropped_worst = std::min(c.dropped_worst, sev);
+      return;
+    }
     findings_->push_back(MakeFinding(std::string(id), sev, std::move(message), offset));
   }
   // Break reports a high finding that leaves the tensors unlocatable: the
@@ -160,14 +164,11 @@ class Parser {
     return false;
   }
   void FlushFindingCounts() {
-    for (const auto& [id, n] : per_id_) {
-      if (n <= kMaxFindingsPerId) continue;
-      Severity sev = Severity::kHigh;
-      for (const auto& f : *findings_) {
-        if (f.id == id) sev = f.severity;
-      }
-      findings_->push_back(MakeFinding(std::string(id), sev,
-                                       Num(n - kMaxFindingsPerId) + " more " + std::string(id) +
+    for (const auto& [id, c] : per_id_) {
+      if (c.count <= kMaxFindingsPerId) continue;
+      findings_->push_back(MakeFinding(std::string(id), c.dropped_worst,
+                                       Num(c.count - kMaxFindingsPerId) + " more " +
+                                           std::string(id) +
                                            " findings in this header are not listed"));
     }
   }
@@ -725,7 +726,11 @@ class Parser {
   GgufInfo info_;
   std::vector<uint64_t> tensor_at_;  // absolute offset of each tensor info
   std::unordered_set<std::string_view> keys_, keys_cut_, names_, names_cut_;
-  std::map<std::string_view, uint64_t> per_id_;
+  struct IdCount {
+    uint64_t count = 0;
+    Severity dropped_worst = Severity::kInfo;
+  };
+  std::map<std::string_view, IdCount> per_id_;
   uint64_t kept_bytes_ = 0;
   uint64_t dropped_strings_ = 0;
   bool broken_ = false;

@@ -427,6 +427,16 @@ TEST_CASE("gguf: findings of one id are capped with a count of the rest", "[scan
   REQUIRE(p.info);
   CHECK(p.findings.size() == 101);
   CHECK(p.findings.back().message.find("50 more MG-GGUF-UTF8") == 0);
+
+  // The summary is as severe as the worst finding it stands for.
+  GgufBytes keys;
+  for (int i = 0; i < 100; ++i) keys.KvU32("\xc3\xa9" + std::to_string(i), 1);  // medium
+  keys.KvU32("", 1);                                                          // high
+  auto k = Parse(keys.Build());
+  REQUIRE(k.findings.size() == 101);
+  CHECK(k.findings[99].severity == core::Severity::kMedium);
+  CHECK(k.findings.back().severity == core::Severity::kHigh);
+  CHECK(k.findings.back().message.find("1 more MG-GGUF-BAD-KEY") == 0);
 }
 
 TEST_CASE("gguf: ggml type names", "[scanner][gguf]") {
