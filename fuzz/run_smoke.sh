@@ -45,6 +45,13 @@ run_one() {  # run_one NAME BIN: writes $scratch/NAME.status
     local args=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10
                 -print_final_stats=1 -artifact_prefix="$artifacts/$name-")
     [[ -f $src_dir/$name.dict ]] && args+=(-dict="$src_dir/$name.dict")
+    # NAME.options: extra libFuzzer flags, one per line (# comments), where
+    # a target's library needs them (fuzz_sevenzip.options says why).
+    if [[ -f $src_dir/$name.options ]]; then
+      while read -r opt; do
+        [[ -z $opt || $opt == \#* ]] || args+=("$opt")
+      done <"$src_dir/$name.options"
+    fi
     echo "== $name: libFuzzer, ${seconds}s" >"$scratch/$name.head"
     "$bin" "${args[@]}" "$corpus" >"$log" 2>&1 || status=$?
   else

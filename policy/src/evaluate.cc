@@ -432,8 +432,18 @@ Verdict Evaluate(const Policy& policy, const scanner::FileScan& scan,
     const auto& allowed = *policy.allowed_formats;
     std::vector<std::pair<scanner::Format, std::string>> formats = {{scan.format, ""}};
     for (const auto& view : scan.views) formats.emplace_back(view.format, view.loader);
+    // `unknown` also admits the text a repository carries next to its
+    // weights (json, jinja, python): reported as unknown until their
+    // formats were named, so a policy written then keeps its meaning; their
+    // own rules (MG-CFG-*, MG-TMPL-*, MG-CODE-*) still judge them.
+    const bool unknown_ok = std::find(allowed.begin(), allowed.end(), scanner::Format::kUnknown) !=
+                            allowed.end();
     for (const auto& [format, loader] : formats) {
       if (std::find(allowed.begin(), allowed.end(), format) != allowed.end()) continue;
+      if (unknown_ok && (format == scanner::Format::kJson || format == scanner::Format::kJinja ||
+                         format == scanner::Format::kPython)) {
+        continue;
+      }
       std::string list;
       for (auto f : allowed) list += (list.empty() ? "" : ", ") + std::string(scanner::FormatName(f));
       v.findings.push_back(PolicyFinding(

@@ -359,7 +359,7 @@ class Parser {
     if (name.find('\0') != std::string_view::npos) {
       Report(kIdNul, Severity::kHigh, at,
              std::string(what) + " " + core::Quoted(name) +
-                 " holds a NUL byte: llama.cpp reads it as " + core::Quoted(CutAtNul(name)) +
+                 " holds a zero byte: llama.cpp reads it as " + core::Quoted(CutAtNul(name)) +
                  ", gguf-py as the whole name");
     }
   }

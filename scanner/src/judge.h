@@ -478,7 +478,12 @@ class Scanner {
                         std::memcmp(head.data(), kNpyMagic.data(), kNpyMagic.size()) == 0;
     const bool is_zip = head.size() >= 4 && head[0] == 'P' && head[1] == 'K' && head[2] == 3 && head[3] == 4;
     const bool storage = IsTensorStorage(e.name);
-    const bool text = !is_pickle && !is_npy && !is_zip && IsTextMember(e.name);
+    // TorchScript's code/*.py members are that archive's code, reported as
+    // MG-ZIP-TORCHSCRIPT (and scanned by the rules as members), not as a
+    // repository's modules.
+    const bool ts_code = torchscript_ && (e.name.rfind("code/", 0) == 0 ||
+                                          e.name.find("/code/") != std::string::npos);
+    const bool text = !is_pickle && !is_npy && !is_zip && !ts_code && IsTextMember(e.name);
     // A GGUF or HDF5 member (a .keras zip's model.weights.h5, a zipped
     // repository's model.gguf) is read by its reader.
     const bool is_gguf = head.size() >= 4 && std::memcmp(head.data(), "GGUF", 4) == 0;

@@ -763,7 +763,7 @@ bool OnnxStandardDomain(std::string_view d) {
 const char* OnnxExternalPathProblem(std::string_view loc) {
   if (loc.empty()) return "an empty location names the model's directory";
   if (loc.find('\0') != std::string_view::npos) {
-    return "a NUL byte cuts the name differently for C and Python readers";
+    return "a zero byte cuts the name differently for C and Python readers";
   }
   if (loc.front() == '/') return "an absolute path";
   if (loc.find('\\') != std::string_view::npos) return "a backslash (a Windows path separator)";

@@ -203,7 +203,8 @@ def fifo_does_not_hang(d):
 
 @test
 def fail_on_moves_the_bar(d):
-    g = write(d, "x.gguf", b"GGUF" + bytes(60))  # medium: format not analyzed
+    # medium: a plain pickle of a dict (MG-PK-PICKLE-FORMAT, nothing else)
+    g = write(d, "x.pkl", b"\x80\x02}q\x00X\x01\x00\x00\x00aq\x01K\x01s.")
     code, doc, _ = scan_json(g)
     eq(code, 0, "medium passes by default")
     eq(doc["files"][0]["findings"][0]["severity"], "medium", "severity")

@@ -200,7 +200,8 @@ def no_color_counts_only_when_non_empty_and_color_option_wins(d):
 
 @test
 def sarif_level_reaches_the_sarif_reports(d):
-    g = write(d, "x.gguf", b"GGUF" + bytes(60))  # one medium finding: a SARIF warning
+    # one medium finding (a plain pickle: MG-PK-PICKLE-FORMAT): a SARIF warning
+    g = write(d, "x.pkl", b"\x80\x02}q\x00X\x01\x00\x00\x00aq\x01K\x01s.")
     levels = {}
     for args in ([], ["--sarif-level", "warning"], ["--sarif-level=error"], ["--sarif-level", "note"]):
         code, out, err = run("scan", "-f", "sarif", *args, g)

@@ -159,8 +159,8 @@ def registry_policy_lints_and_gates(d):
         eq(states.pop("model.sig"), "ignored", "the bundle is not signed by itself")
         eq(states.pop(".gitattributes"), "ignored", ".gitattributes")
         eq(set(states.values()), {"signed"}, f"every other file signed: {states}")
-        eq({f["format"] for f in doc["files"]}, {"safetensors", "unknown"},
-           "config, tokenizer, template are 'unknown' (hence formats.allow)")
+        eq({f["format"] for f in doc["files"]}, {"safetensors", "unknown", "json", "jinja"},
+           "configs are json, the template jinja, the rest unknown (which admits both)")
     # The single-file case: a safetensors file with an embedded signature.
     up = os.path.join(d, "up-embedded")
     sign(keys["research-2026"][0], GOOD, os.path.join(up, "model.safetensors"))

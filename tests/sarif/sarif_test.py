@@ -376,8 +376,10 @@ def medium_and_info_levels(d):
 def clean_model_repository_gives_no_results(d):
     """A Hugging Face-style repository with nothing wrong: no alerts by default.
 
-    Its config, tokenizer and README files are MG-FMT-UNKNOWN (info), which
-    `--sarif-level note` still reports (one per non-model file)."""
+    Its vocab, README and .gitattributes files are MG-FMT-UNKNOWN (info),
+    which `--sarif-level note` still reports (one per unrecognized file); its
+    JSON configs are read as strict JSON (format json) and have nothing to
+    report."""
     write(d, "repo/model.safetensors", GOOD)
     write(d, "repo/config.json", b'{\n  "architectures": ["BertModel"],\n  "model_type": "bert"\n}\n')
     write(d, "repo/tokenizer.json", b'{"version": "1.0", "model": {"type": "WordPiece"}}\n')
@@ -394,7 +396,9 @@ def clean_model_repository_gives_no_results(d):
     eq(doc["runs"][0]["tool"]["driver"]["rules"], [], "rules at the default level")
     code, doc, rep, _ = scan_both(d, "repo", fmt_args=("-f", "sarif", "--sarif-level", "note"))
     results = check_sarif(doc, d, rep, True, level="note")
-    eq(len(results), 8, "note level: one MG-FMT-UNKNOWN per non-model file")
+    eq(len(results), 3, "note level: one MG-FMT-UNKNOWN per unrecognized file")
+    eq(sorted(os.path.basename(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+              for r in results), [".gitattributes", "README.md", "vocab.txt"], "which files")
     eq({r["ruleId"] for r in results}, {"MG-FMT-UNKNOWN"}, "only informational ids")
 
 

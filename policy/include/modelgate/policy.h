@@ -271,7 +271,8 @@ struct DetachedEvidence {
 // Rules, in order:
 //  1. io_error: decision kError; nothing else is judged.
 //  2. formats.allow set and the file's format not in it: MG-POLICY-FORMAT
-//     (high, blocking).
+//     (high, blocking). `unknown` in the list also admits json, jinja and
+//     python (the text formats that were reported unknown before issue 14).
 //  3. pickle mode reject: a file with any MG-PK-* finding, any pickle
 //     import or a pickle-bearing format (pickle, pytorch-zip, pytorch-tar,
 //     joblib) gets MG-POLICY-PICKLE (critical, blocking) at the first
