@@ -8,8 +8,10 @@
 #   zstd/lz4  joblib-style pickle of a ~64 MiB numpy array, compressed by
 #             the zstd / lz4 tools (what joblib's compressors write)
 #   json      a 32 MiB tokenizer.json-like config
-# Each row: file size, scan time, cat time, scan/cat. For the GGUF the scan
-# must not depend on the data size: ratio far below 1.
+# Each row: file size, scan time, cat time, scan/cat, and where a reference
+# reader runs here (zstd -dc, lz4 -dc, python3 json.load) its time and
+# scan/ref. For the GGUF the scan must not depend on the data size: scan/cat
+# far below 1.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=bench/lib.sh
@@ -17,8 +19,10 @@ source "$here/lib.sh"
 build=$(cd "$1" && pwd)
 mg="$build/cli/modelgate"
 [[ -x $mg ]] || { echo "build $mg first" >&2; exit 2; }
-command -v zstd >/dev/null && command -v lz4 >/dev/null ||
-  { echo "needs the zstd and lz4 tools (apt-get install zstd lz4)" >&2; exit 2; }
+if ! command -v zstd >/dev/null || ! command -v lz4 >/dev/null; then
+  echo "needs the zstd and lz4 tools (apt-get install zstd lz4)" >&2
+  exit 2
+fi
 bench_scratch 3072 formats
 
 /usr/bin/python3 - "$data" <<'PY'
@@ -96,13 +100,29 @@ best() {  # best wall seconds of 3 runs of "$@"
   done
   echo "$b"
 }
-printf '%-22s %10s %9s %9s %9s  %s\n' file MB scan_s cat_s scan/cat verdict
+# ref: what the format's own reader costs on the same file, where one runs
+# here: the zstd / lz4 tools decompressing to /dev/null, python3's json.load.
+has_ref() { case $1 in array-zstd.joblib|array-lz4.joblib|tokenizer.json) return 0 ;; esac; return 1; }
+ref_run() {
+  case $1 in
+    array-zstd.joblib) zstd -dc "$2" >/dev/null ;;
+    array-lz4.joblib) lz4 -dc "$2" >/dev/null ;;
+    tokenizer.json) /usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$2" ;;
+  esac
+}
+printf '%-20s %8s %8s %8s %8s %9s %8s  %s\n' file MB scan_s cat_s scan/cat ref_s scan/ref verdict
 for f in model.gguf model.onnx model.h5 array-zstd.joblib array-lz4.joblib tokenizer.json; do
   p="$data/$f"
   cat "$p" >/dev/null
   mb=$(awk -v b="$(stat -c %s "$p")" 'BEGIN{printf "%.1f", b/1e6}')
   s=$(best "$mg" scan -q "$p")
   c=$(best cat "$p")
+  r="-" rr="-"
+  if has_ref "$f"; then
+    r=$(best ref_run "$f" "$p")
+    rr=$(awk -v s="$s" -v r="$r" 'BEGIN{printf "%.2f", (r>0? s/r : 0)}')
+  fi
   v=$("$mg" scan -q "$p" >/dev/null 2>&1 && echo pass || echo "reject/err $?")
-  printf '%-22s %10s %9s %9s %9.2f  %s\n' "$f" "$mb" "$s" "$c" "$(awk -v s="$s" -v c="$c" 'BEGIN{print (c>0? s/c : 0)}')" "$v"
+  printf '%-20s %8s %8s %8s %8.2f %9s %8s  %s\n' "$f" "$mb" "$s" "$c" \
+    "$(awk -v s="$s" -v c="$c" 'BEGIN{print (c>0? s/c : 0)}')" "$r" "$rr" "$v"
 done
