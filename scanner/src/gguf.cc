@@ -44,8 +44,6 @@ constexpr uint64_t kMaxFindingsPerId = 100;
 constexpr uint64_t kGgmlMaxName = 64;
 // Longest key the spec allows (2^16 - 1 bytes).
 constexpr uint64_t kMaxKeyBytes = 65'535;
-// GGUF_DEFAULT_ALIGNMENT, used when general.alignment is absent.
-constexpr uint64_t kDefaultAlignment = 32;
 // Nested arrays are read by recursion; whatever max_array_depth says, the
 // stack never holds more frames than this.
 constexpr uint32_t kHardArrayDepth = 256;

@@ -75,10 +75,13 @@ struct GgufTensor {
   uint64_t bytes = 0;
 };
 
+// GGUF_DEFAULT_ALIGNMENT, used when general.alignment is absent.
+inline constexpr uint64_t kGgufDefaultAlignment = 32;
+
 struct GgufInfo {
   uint32_t version = 0;
   bool big_endian = false;
-  uint64_t alignment = 32;
+  uint64_t alignment = kGgufDefaultAlignment;
   uint64_t kv_count = 0;
   uint64_t data_start = 0;  // absolute: the header's end padded to `alignment`
   uint64_t data_bytes = 0;  // file size - data_start
