@@ -380,6 +380,7 @@ struct Decoder::Impl {
   // in otherwise. `streams` frames were decoded before.
   DecodeState FrameStart(uint64_t streams, std::optional<core::Error>* io_error) {
     uint64_t p = pos();
+    bool skipped = false;
     for (;;) {
       if (p == end) {
         if (streams == 0) break;  // nothing at all: the codec says truncated
@@ -413,10 +414,21 @@ struct Decoder::Impl {
                 (pzstd ? " (the size pzstd writes before each frame)" : ""),
             p);
         p = body + n;
+        skipped = true;
         continue;
       }
       const uint32_t own = kind == Kind::kZstd ? kZstdMagic : kLz4Magic;
       if (peek_n < 4 || Le32(peek, 0) != own) {
+        // libzstd also decodes the legacy v0.1-v0.7 formats, whose decoders
+        // write output that depends on the caller's buffer size before
+        // they fail (fuzz_decompress found two readings of one input):
+        // only a frame with the current magic is handed to it.
+        if (kind == Kind::kZstd && (streams == 0 || skipped)) {
+          Add("MG-ARCHIVE-MALFORMED", Severity::kHigh,
+              std::string(skipped ? "after the skippable frames, " : "") +
+                  "no zstd frame (the magic 28 B5 2F FD) starts here", p);
+          return streams == 0 && !skipped ? DecodeState::kNotAStream : DecodeState::kMalformed;
+        }
         if (streams == 0) break;  // the codec reports what is wrong with it
         Add("MG-ARCHIVE-TRAILING-DATA", Severity::kHigh,
             std::to_string(end - p) + " bytes after the end of the compressed stream", p);

@@ -1,6 +1,14 @@
 #include "keras.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 
 #include <cstring>
 #include <map>
@@ -321,10 +329,13 @@ void AnalyzeKerasConfig(std::string_view text, uint64_t base, std::string_view w
   walker.Summarize();
 }
 
-std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
-                                             std::vector<Finding>* findings,
-                                             H5KerasAttributes* attributes,
-                                             const H5Limits& limits) {
+namespace {
+
+// ReadInProcess is the libhdf5 reading itself; ReadH5ModelConfig runs it in
+// a child process (below).
+std::optional<std::string> ReadInProcess(std::span<const uint8_t> file,
+                                         std::vector<Finding>* findings,
+                                         H5KerasAttributes* attributes, const H5Limits& limits) {
   auto fail = [&](std::string m) -> std::optional<std::string> {
     findings->push_back(MakeFinding("MG-KERAS-H5", Severity::kHigh, std::move(m), 0));
     return std::nullopt;
@@ -369,6 +380,129 @@ std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
                              std::pair{"backend", &attributes->backend}}) {
       if (!ReadStringAttribute(root.get(), name, 4096, out, &absent, &ignored)) out->clear();
     }
+  }
+  return config;
+}
+
+void PutString(std::string* out, const std::string& v) {
+  const uint64_t n = v.size();
+  out->append(reinterpret_cast<const char*>(&n), sizeof n);
+  out->append(v);
+}
+
+bool GetString(std::string_view* in, std::string* v) {
+  uint64_t n = 0;
+  if (in->size() < sizeof n) return false;
+  std::memcpy(&n, in->data(), sizeof n);
+  in->remove_prefix(sizeof n);
+  if (n > in->size()) return false;
+  v->assign(in->substr(0, static_cast<size_t>(n)));
+  in->remove_prefix(static_cast<size_t>(n));
+  return true;
+}
+
+}  // namespace
+
+// libhdf5 is a large C library reading hostile bytes: a crafted file has
+// made it spin (a variable-length string through the global heap, found by
+// fuzz_scan) and it has had memory-safety bugs. So it runs in a child
+// process (fork: the child only calls libhdf5 and _exits; glibc's fork
+// keeps malloc usable in the child) that reports over a pipe, with a
+// deadline of kH5TimeoutSeconds. A child that times out is killed; one
+// that crashes or says nothing is a file that cannot be judged: MG-KERAS-H5,
+// high, fail closed.
+std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
+                                             std::vector<Finding>* findings,
+                                             H5KerasAttributes* attributes,
+                                             const H5Limits& limits) {
+  auto fail = [&](std::string m) -> std::optional<std::string> {
+    findings->push_back(MakeFinding("MG-KERAS-H5", Severity::kHigh, std::move(m), 0));
+    return std::nullopt;
+  };
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return fail("cannot run libhdf5: pipe failed");
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return fail("cannot run libhdf5: fork failed");
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::vector<Finding> f;
+    H5KerasAttributes a;
+    auto config = ReadInProcess(file, &f, &a, limits);
+    std::string msg;
+    if (config) {
+      msg = "C";
+      PutString(&msg, *config);
+      PutString(&msg, a.keras_version);
+      PutString(&msg, a.backend);
+    } else {
+      msg = "F";
+      PutString(&msg, f.empty() ? std::string("libhdf5 cannot read the file") : f.front().message);
+    }
+    size_t off = 0;
+    while (off < msg.size()) {
+      const ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  // The reply is at most the attribute limit plus the two short strings.
+  const uint64_t cap = limits.max_attribute_bytes + 3 * sizeof(uint64_t) + 2 * 4096 + 1;
+  std::string reply;
+  bool timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kH5TimeoutSeconds);
+  char buf[65536];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int r = ::poll(&pfd, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      timed_out = r == 0;
+      break;
+    }
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the child is done
+    if (reply.size() + static_cast<size_t>(n) > cap) break;
+    reply.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return fail("libhdf5 did not finish reading the file within " +
+                std::to_string(kH5TimeoutSeconds) + " s (kH5TimeoutSeconds): not judged");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return fail("libhdf5 crashed reading the file (signal " +
+                std::to_string(WIFSIGNALED(status) ? WTERMSIG(status) : 0) + "): not judged");
+  }
+  std::string_view in(reply);
+  if (in.empty()) return fail("libhdf5 gave no answer for the file: not judged");
+  const char kind = in.front();
+  in.remove_prefix(1);
+  std::string config, version, backend;
+  if (kind == 'F' && GetString(&in, &config)) return fail(config);
+  if (kind != 'C' || !GetString(&in, &config) || !GetString(&in, &version) ||
+      !GetString(&in, &backend)) {
+    return fail("libhdf5's answer for the file is cut short: not judged");
+  }
+  if (attributes) {
+    attributes->keras_version = std::move(version);
+    attributes->backend = std::move(backend);
   }
   return config;
 }

@@ -47,6 +47,11 @@ void AnalyzeKerasConfig(std::string_view json, uint64_t base, std::string_view w
 // the address range libhdf5 is asked to parse.
 inline constexpr uint64_t kH5MaxImageBytes = 64ull << 30;
 
+// kH5TimeoutSeconds bounds one libhdf5 reading (it runs in a child
+// process, killed past this): a real model's root attributes are read in
+// milliseconds.
+inline constexpr int kH5TimeoutSeconds = 5;
+
 struct H5Limits {
   uint64_t max_image_bytes = kH5MaxImageBytes;
   // model_config longer than this is not read (the JSON limit applies next).
