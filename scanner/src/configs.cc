@@ -14,16 +14,6 @@ namespace {
 
 using json = nlohmann::json;
 
-bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
-  if (s.size() < suffix.size()) return false;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    char c = s[s.size() - suffix.size() + i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    if (c != suffix[i]) return false;
-  }
-  return true;
-}
-
 uint64_t At(uint64_t base, uint64_t pos) {
   return base == core::kNoOffset || pos == std::string_view::npos ? core::kNoOffset : base + pos;
 }
@@ -172,6 +162,16 @@ bool KerasShaped(const json& doc) {
 }
 
 }  // namespace
+
+bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
+  if (s.size() < suffix.size()) return false;
+  for (size_t i = 0; i < suffix.size(); ++i) {
+    char c = s[s.size() - suffix.size() + i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != suffix[i]) return false;
+  }
+  return true;
+}
 
 TextKind TextKindOf(std::string_view name) {
   if (EndsWithNoCase(name, ".json")) return TextKind::kJson;

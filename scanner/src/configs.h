@@ -32,6 +32,10 @@ struct ConfigLimits {
   // A chat template's own limits are jinja.h's TemplateLimits.
 };
 
+// EndsWithNoCase: `s` ends with `suffix` (lowercase ASCII), ignoring the
+// case of ASCII letters in `s`: how file names claim a loader.
+bool EndsWithNoCase(std::string_view s, std::string_view suffix);
+
 // TextKind is which text loader a file name claims, from its extension.
 enum class TextKind : uint8_t { kNone, kJson, kJinja, kPython };
 TextKind TextKindOf(std::string_view name);

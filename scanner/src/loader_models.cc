@@ -107,16 +107,6 @@ struct Claims {
   bool numpy = false;        // .npy .npz: numpy.load(allow_pickle=True)
 };
 
-bool EndsWithNoCase(std::string_view s, std::string_view suffix) {
-  if (s.size() < suffix.size()) return false;
-  const std::string_view tail = s.substr(s.size() - suffix.size());
-  for (size_t i = 0; i < tail.size(); ++i) {
-    const char c = tail[i] >= 'A' && tail[i] <= 'Z' ? static_cast<char>(tail[i] - 'A' + 'a') : tail[i];
-    if (c != suffix[i]) return false;
-  }
-  return true;
-}
-
 Claims ClaimsOf(std::string_view name) {
   Claims c;
   c.safetensors = EndsWithNoCase(name, ".safetensors");
