@@ -3,6 +3,7 @@
 #include "budget.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace modelgate::scanner {
 namespace {
@@ -74,6 +75,11 @@ BudgetStatus Budget::MemberLimit(uint64_t declared_bytes, uint64_t offset) {
              "a member of " + N(declared_bytes) + " bytes exceeds " +
                  N(limits_.max_member_bytes) + " bytes",
              offset);
+}
+
+BudgetStatus Budget::DeclaredLimit(const char* limit, uint64_t value, std::string what,
+                                   uint64_t offset) {
+  return Hit(limit, value, std::move(what), offset);
 }
 
 BudgetStatus Budget::ChargeMember(uint64_t offset) {

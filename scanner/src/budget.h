@@ -93,6 +93,12 @@ class Budget {
   // MemberLimit reports (and records) a member whose declared size is over
   // max_member_bytes: it is refused before any decoding.
   BudgetStatus MemberLimit(uint64_t declared_bytes, uint64_t offset = core::kNoOffset);
+  // DeclaredLimit reports (and records) that a container's header declares
+  // more than the limit named `limit` (of value `value`) allows: `what` says
+  // what it declares. Nothing is charged; the container is refused before
+  // anything it declares is read or allocated (sevenzip_header.h).
+  BudgetStatus DeclaredLimit(const char* limit, uint64_t value, std::string what,
+                             uint64_t offset = core::kNoOffset);
 
   // ChargeMember counts one member whose data is about to be read.
   BudgetStatus ChargeMember(uint64_t offset = core::kNoOffset);

@@ -58,7 +58,8 @@ std::string Why(archive* a) {
 }
 
 bool Walk(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* findings,
-          const SevenZipMemberFn* on_member, std::vector<SevenZipMember>* members) {
+          const SevenZipMemberFn* on_member, std::vector<SevenZipMember>* members,
+          const SevenZipLimits& limits) {
   if (file.size() < sizeof kSignature ||
       !std::equal(std::begin(kSignature), std::end(kSignature), file.begin())) {
     Add(findings, "MG-ARCHIVE-MALFORMED", Severity::kHigh, "no 7z signature at the start");
@@ -68,6 +69,9 @@ bool Walk(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* f
     Add(findings, "MG-ARCHIVE-MALFORMED", Severity::kHigh, why);
     return false;
   }
+  // Our own bounded reading of the header first: libarchive allocates what
+  // it declares before reading it (sevenzip_header.h).
+  if (!CheckSevenZipHeader(file, budget, limits, findings)) return false;
   std::unique_ptr<archive, ArchiveFree> a(archive_read_new());
   if (!a || archive_read_support_format_7zip(a.get()) != ARCHIVE_OK ||
       archive_read_open_memory(a.get(), file.data(), file.size()) != ARCHIVE_OK) {
@@ -195,13 +199,13 @@ bool Walk(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* f
 }  // namespace
 
 bool ReadSevenZip(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* findings,
-                  const SevenZipMemberFn& on_member) {
-  return Walk(file, budget, findings, &on_member, nullptr);
+                  const SevenZipMemberFn& on_member, const SevenZipLimits& limits) {
+  return Walk(file, budget, findings, &on_member, nullptr, limits);
 }
 
 bool ListSevenZip(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* findings,
-                  std::vector<SevenZipMember>* members) {
-  return Walk(file, budget, findings, nullptr, members);
+                  std::vector<SevenZipMember>* members, const SevenZipLimits& limits) {
+  return Walk(file, budget, findings, nullptr, members, limits);
 }
 
 }  // namespace modelgate::scanner::internal

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "budget.h"
+#include "sevenzip_header.h"
 #include "modelgate/scanner.h"
 
 namespace modelgate::scanner::internal {
@@ -70,13 +71,15 @@ using SevenZipMemberFn =
 // finding); the caller then fails closed. Name findings do not make it
 // false.
 bool ReadSevenZip(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* findings,
-                  const SevenZipMemberFn& on_member);
+                  const SevenZipMemberFn& on_member,
+                  const SevenZipLimits& limits = SevenZipLimits{});
 
 // ListSevenZip lists the members as ReadSevenZip reads them (every
 // member's data is still decoded and charged: libarchive decodes a solid
 // block through to reach the next member, so a listing costs what a read
 // does), with the same findings and result.
 bool ListSevenZip(std::span<const uint8_t> file, Budget& budget, std::vector<Finding>* findings,
-                  std::vector<SevenZipMember>* members);
+                  std::vector<SevenZipMember>* members,
+                  const SevenZipLimits& limits = SevenZipLimits{});
 
 }  // namespace modelgate::scanner::internal
