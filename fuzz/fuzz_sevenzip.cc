@@ -1,8 +1,11 @@
-// fuzz_sevenzip: ReadSevenZip (libarchive's 7z reader under the Budget)
-// over arbitrary bytes, with small limits. Invariants: no crash, no hang;
-// the bytes handed out never pass the budget; every finding is MG-ARCHIVE-*
-// with a message; a false result comes with a finding; members come from
-// spools of exactly their size.
+// fuzz_sevenzip: ReadSevenZip (the header reader of sevenzip_header.h, then
+// libarchive's 7z reader under the Budget) over arbitrary bytes, with small
+// limits and libFuzzer's default malloc limit (no allocation may follow
+// what a header merely declares). Invariants: no crash, no hang; the bytes
+// handed out never pass the budget; every finding is MG-ARCHIVE-* with a
+// message; a false result comes with a finding; members come from spools of
+// exactly their size; an archive whose header the reader refuses is never
+// read, and one that is read hands out at most the files its header lists.
 #include <cstdint>
 
 #include "budget.h"
@@ -15,9 +18,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   l.max_member_bytes = 1 << 20;
   l.max_members = 64;
   l.max_records = 256;
+  internal::SevenZipLimits z;
+  z.max_7z_header_bytes = 1 << 20;
+  z.max_7z_folders = 256;
+  z.max_decoder_memory_bytes = 64 << 20;
+  Budget probe(l);
+  std::vector<Finding> header_findings;
+  internal::SevenZipHeader header;
+  const bool header_ok = internal::CheckSevenZipHeader(std::span<const uint8_t>(data, size), probe,
+                                                       z, &header_findings, &header);
+  if (!header_ok && header_findings.size() != 1) __builtin_trap();
   Budget budget(l);
   std::vector<Finding> findings;
-  uint64_t handed = 0;
+  uint64_t handed = 0, handed_count = 0;
   const bool ok = internal::ReadSevenZip(
       std::span<const uint8_t>(data, size), budget, &findings,
       [&](std::string_view, std::span<const uint8_t> bytes) {
@@ -26,11 +39,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         volatile uint8_t sink = 0;
         for (size_t i = 0; i < bytes.size(); i += 4096) sink = static_cast<uint8_t>(sink ^ bytes[i]);
         handed += bytes.size();
-      });
+        ++handed_count;
+      },
+      z);
   if (handed > budget.inflated_bytes() || budget.inflated_bytes() > l.max_total_decompressed_bytes) {
     __builtin_trap();
   }
   if (!ok && findings.empty()) __builtin_trap();
+  // The start header is checked before the header reader runs; past it, a
+  // refused header means libarchive never read the archive.
+  if (!header_ok && ok) __builtin_trap();
+  if (handed_count > 0 && (!header_ok || handed_count > header.files)) __builtin_trap();
   for (const auto& f : findings) {
     if (f.id.rfind("MG-ARCHIVE-", 0) != 0 || f.message.empty()) __builtin_trap();
   }
