@@ -46,7 +46,7 @@ run_one() {  # run_one NAME BIN: writes $scratch/NAME.status
                 -print_final_stats=1 -artifact_prefix="$artifacts/$name-")
     [[ -f $src_dir/$name.dict ]] && args+=(-dict="$src_dir/$name.dict")
     # NAME.options: extra libFuzzer flags, one per line (# comments), where
-    # a target's library needs them (fuzz_sevenzip.options says why).
+    # a target's library needs them (none does today).
     if [[ -f $src_dir/$name.options ]]; then
       while read -r opt; do
         [[ -z $opt || $opt == \#* ]] || args+=("$opt")

@@ -24,18 +24,26 @@
 //
 // The start header is checked first (its CRC; the next header inside the
 // file), so that a corrupt one cannot have libarchive allocate what it
-// claims (fuzz_sevenzip found a 2^58-byte request).
-//
-// Not bounded here: the memory libarchive itself allocates from what the
-// (CRC-checked) header declares: a coder's dictionary (an LZMA dictionary
-// of up to 4 GiB is malloc'ed by liblzma when the folder is first read) and
-// its tables for up to 100,000,000 entries (fuzz_sevenzip: a calloc of
-// 4,008,012,008 bytes from a 227-byte archive). These are address space
-// (calloc and malloc of that size are lazy mmaps; the 227-byte file costs
-// 6 MiB of RSS) but a process under RLIMIT_AS or a strict overcommit
-// policy sees the allocation fail, which libarchive reports as an error
-// (MG-ARCHIVE-MALFORMED). max_decoder_memory_bytes does not reach into
-// libarchive; under ASan and libFuzzer's malloc limit this shows as an OOM.
+// claims (fuzz_sevenzip found a 2^58-byte request). Then the header itself
+// is read by a strict reader of our own (sevenzip_header.h) before
+// libarchive sees the archive, because libarchive callocs what a CRC-valid
+// header declares before reading it. What it allocates is bounded now:
+// - its tables: files and substreams by what remains of the Budget's
+//   max_members and max_records, folders by max_7z_folders (100,000),
+//   coders by max_7z_coders_per_folder (4), all of them by the header's
+//   size, max_7z_header_bytes (16 MiB, a plain header's size or an encoded
+//   header's declared unpack size; an encoded header is decoded there by
+//   liblzma's raw decoder under max_decoder_memory_bytes, CRC checked);
+// - each coder's dictionary or model (LZMA, LZMA2, PPMd) by
+//   max_decoder_memory_bytes (256 MiB); BZip2, Deflate, Copy and the
+//   filters are fixed-size;
+// - BCJ2's call and jump streams, which libarchive decodes whole into
+//   buffers of their declared size, by StreamCap of their packed size.
+// An archive past a limit is refused (false, MG-ARCHIVE-LIMIT) before
+// libarchive runs; so is a header libarchive would read unlike 7-Zip
+// (MG-ARCHIVE-UNSUPPORTED or MG-ARCHIVE-MALFORMED; sevenzip_header.h lists
+// them). libarchive's own fixed buffers (64 KiB, 32 KiB) remain, and the
+// member data it decodes is charged to the Budget as before.
 #pragma once
 
 #include <cstdint>
