@@ -730,3 +730,37 @@ TEST_CASE("7z header: layouts libarchive would read unlike 7-Zip are refused", "
     CheckRefused(Read(c.Build(), budget), "MG-ARCHIVE-UNSUPPORTED", "BCJ with 4 property bytes");
   }
 }
+
+TEST_CASE("7z header: BCJ2's call and jump streams, decoded whole by libarchive, within StreamCap at N and N+1", "[7z][header][limits]") {
+  ToolDir dir;
+  // No E8/E9 bytes in Text(): the call and jump streams are empty (unpack
+  // size 0), as the first two CodersUnpackSize entries say.
+  const Bytes z = Make7z(dir, "b2.7z", "-mf=BCJ2 -m0=LZMA2 -mhc=off", {{"a.pkl", Text(5000)}});
+  sc::Budget budget;
+  REQUIRE(Check(z, budget).ok);
+  uint64_t offset = 0;
+  for (int i = 7; i >= 0; --i) offset = (offset << 8) | z[12 + static_cast<size_t>(i)];
+  const Bytes packed(z.begin() + 32, z.begin() + 32 + static_cast<ptrdiff_t>(offset));
+  const Bytes header(z.begin() + 32 + static_cast<ptrdiff_t>(offset), z.end());
+  const Bytes sizes = {0x0C, 0x00, 0x00};
+  const auto at = std::search(header.begin(), header.end(), sizes.begin(), sizes.end());
+  REQUIRE(at != header.end());
+  const size_t pos = static_cast<size_t>(at - header.begin()) + 1;
+  // The call stream's packed size: the last of the folder's four.
+  const uint64_t cap = budget.StreamCap(5);  // 7zz's LZMA2 of nothing: 5 bytes
+  auto with_call_size = [&](uint64_t size) {
+    Bytes h(header.begin(), header.begin() + static_cast<ptrdiff_t>(pos));
+    Append(h, Num(size));
+    h.insert(h.end(), header.begin() + static_cast<ptrdiff_t>(pos) + 1, header.end());
+    return SevenZip(packed, h);
+  };
+  sc::Budget at_cap;
+  auto ok = Check(with_call_size(cap), at_cap);
+  CHECK(ok.ok);
+  sc::Budget past;
+  auto r = Check(with_call_size(cap + 1), past);
+  CHECK_FALSE(r.ok);
+  REQUIRE(r.findings.size() == 1);
+  CHECK(r.findings[0].id == "MG-ARCHIVE-LIMIT");
+  CHECK(r.findings[0].message.find("max_expansion_ratio") != std::string::npos);
+}
