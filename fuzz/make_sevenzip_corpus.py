@@ -5,7 +5,8 @@ several codecs and filters, solid and not, an encrypted one, one with an
 encrypted header, a small bomb, and truncated and corrupted copies; and
 archives crafted byte by byte with correct CRCs whose headers declare what
 sevenzip_header.h refuses before libarchive reads them (2^30 files or
-folders, a 4 GiB dictionary, a 1 TiB encoded header, a reversed bind pair),
+folders, 10^8 packed streams or substreams, a 4 GiB dictionary, a 1 TiB
+encoded header, a reversed bind pair),
 beside a crafted one that reads.
 
 usage: make_sevenzip_corpus.py [FUZZ_DIR]   (default: the directory of this script)
@@ -73,6 +74,14 @@ def crafted():
         "claims-4gib-lzma-dictionary.7z": copy_archive(
             [("a.pkl", data)], coder=b"\x23\x03\x01\x01\x05\x5d\xff\xff\xff\xff"),
         "claims-1tib-encoded-header.7z": archive(bytes(16), encoded),
+        # 10^8 (libarchive's cap) packed streams and substreams: it callocs
+        # 1.6 GB and 1.3 GB for them before reading one.
+        "claims-1e8-pack-streams.7z": archive(
+            b"", b"\x01\x04\x06" + num(0) + num(10**8) + b"\x09\x00\x00"),
+        "claims-1e8-substreams.7z": archive(
+            data, b"\x01\x04\x06" + num(0) + num(1) + b"\x09" + num(len(data))
+            + b"\x00\x07\x0b\x01\x00\x01\x01\x00\x0c" + num(len(data))
+            + b"\x00\x08\x0d" + num(10**8) + b"\x09\x00\x00"),
         # Copy and BCJ with BCJ's output bound to Copy's input.
         "reversed-bind-pair.7z": copy_archive(
             [("a.pkl", data)], folder=b"\x02\x01\x00\x04\x03\x03\x01\x03\x00\x01"),

@@ -644,6 +644,28 @@ TEST_CASE("7z header: CRC-valid claims of 2^30 files or folders, a 4 GiB diction
     c.coder = coder;
     cases.push_back({"4 GiB coder memory", c.Build(), "MG-ARCHIVE-LIMIT", "max_decoder_memory_bytes"});
   }
+  // 10^8 packed streams, and 10^8 substreams in one folder (libarchive's
+  // cap: it callocs 1.6 GB and 1.3 GB for their tables before reading them).
+  {
+    Bytes h = {0x01, 0x04, 0x06};
+    Append(h, Num(0));
+    Append(h, Num(100'000'000));
+    Append(h, {0x09, 0x00, 0x00});
+    cases.push_back({"10^8 packed streams", SevenZip({}, h), "MG-ARCHIVE-MALFORMED",
+                     "100000000 packed streams"});
+    const Bytes data = Text(64);
+    Bytes s = {0x01, 0x04, 0x06};
+    Append(s, Num(0));
+    Append(s, Num(1));
+    s.push_back(0x09);
+    Append(s, Num(data.size()));
+    Append(s, {0x00, 0x07, 0x0B, 0x01, 0x00, 0x01, 0x01, 0x00, 0x0C});
+    Append(s, Num(data.size()));
+    Append(s, {0x00, 0x08, 0x0D});
+    Append(s, Num(100'000'000));
+    Append(s, {0x09, 0x00, 0x00});
+    cases.push_back({"10^8 substreams", SevenZip(data, s), "MG-ARCHIVE-LIMIT", "max_members"});
+  }
   // An encoded header declaring 1 TiB, and one 2^62 bytes.
   cases.push_back({"1 TiB header", EncodedHeaderClaiming(1ull << 40), "MG-ARCHIVE-LIMIT",
                    "an encoded header declaring 1099511627776 bytes"});
