@@ -5,14 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
 # The program is all the demo runs: the library, bindings and docs are built
-# (and tested) by ci/test.sh.
-MG_BUILD_TARGETS=modelgate bash ci/build.sh build-release -DCMAKE_BUILD_TYPE=Release \
-  -DMG_BUILD_TESTS=OFF -DMG_BUILD_BENCH=OFF
-# The Release binary users install is hardened (PIE, full RELRO, stack
-# protector, _FORTIFY_SOURCE, _GLIBCXX_ASSERTIONS).
-bash ci/check-hardening.sh build-release/cli/modelgate
+# (and tested) by ci/test.sh. Same build directory and options as ci/test.sh
+# (RelWithDebInfo): after it (as in .ci/run) this builds nothing; alone, it
+# builds only the program, and ci/test.sh later reuses what it built.
+MG_BUILD_TARGETS=modelgate bash ci/build.sh build
+# The binary users install is hardened (PIE, full RELRO, stack protector,
+# _FORTIFY_SOURCE, _GLIBCXX_ASSERTIONS): the default build type is.
+bash ci/check-hardening.sh build/cli/modelgate
 set +e
-./build-release/cli/modelgate scan examples/models/
+./build/cli/modelgate scan examples/models/
 status=$?
 set -e
 echo "modelgate scan exited $status (0 pass, 1 a file was rejected, 2 could not judge)"
