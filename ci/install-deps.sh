@@ -15,6 +15,15 @@ PACKAGES=(
   zstd lz4 7zip libzstd-dev liblz4-dev libarchive-dev
 )
 
+# --s390x: the cross compiler and qemu-user for ci/s390x.sh (the s390x
+# libraries themselves are unpacked by ci/s390x-sysroot.sh, not installed).
+if [[ ${1:-} == --s390x ]]; then
+  PACKAGES=(g++-s390x-linux-gnu qemu-user binutils)
+elif [[ $# -ne 0 ]]; then
+  echo "usage: $0 [--s390x]" >&2
+  exit 2
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -2,7 +2,7 @@
 """Count the findings `modelgate scan` makes over the whole test corpus.
 
     count_findings.py MODELGATE [--root DIR] [--out FILE]
-                      [--expected FILE] [--check-english]
+                      [--expected FILE] [--check-english] [--dump FILE]
 
 The corpus is every file of these sets, scanned with the default options
 (`modelgate scan -f json`: the shipped YARA rules, scope header):
@@ -26,6 +26,10 @@ id (with severity); corroborations (a YARA rule folded into a built-in
 finding, JSON `corroborated_by`); then one line per file: its verdict and
 its ids with counts. Counts only ids, severities and verdicts, never
 messages or offsets, so a reworded message changes nothing here.
+
+--dump FILE writes every file's whole report object (offsets, messages and
+all), keyed by label, as canonical JSON, for comparing two builds byte for
+byte (ci/s390x.sh: the big-endian build against the x86-64 one).
 
 --expected FILE compares the output with FILE and fails printing a unified
 diff when they differ (ctest corpus_findings). To accept a change in
@@ -220,6 +224,19 @@ def english_errors(reports):
     return errors
 
 
+def write_dump(path, reports, prefixes):
+    """Writes every file's whole report object (findings with their offsets
+    and messages), keyed by label, as canonical JSON: two builds that judge
+    alike write the same bytes (ci/s390x.sh compares the s390x build's with
+    the x86-64 one's). The temporary and source directories in paths and
+    messages become <gen> and <root>, so two runs can be compared."""
+    text = json.dumps(reports, sort_keys=True, indent=1, ensure_ascii=True)
+    for prefix, name in prefixes:
+        text = text.replace(json.dumps(prefix)[1:-1], name)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("modelgate")
@@ -228,10 +245,13 @@ def main():
     p.add_argument("--out")
     p.add_argument("--expected")
     p.add_argument("--check-english", action="store_true")
+    p.add_argument("--dump")
     a = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="mg-corpus-") as tmp:
         files = repo_files(a.root) + generated_files(a.root, tmp)
         reports = scan(a.modelgate, files)
+        if a.dump:
+            write_dump(a.dump, reports, [(tmp, "<gen>"), (a.root, "<root>")])
     text = render(files, reports)
     status = 0
     if a.out:
