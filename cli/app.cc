@@ -396,27 +396,52 @@ AppDefinition BuildApp(CommonOptions* opts) {
   CLI::App* keygen = b.Command(root, "keygen",
                                "Make a key pair for sign: PREFIX.key (private, PKCS#8, mode "
                                "0600) and PREFIX.pub.",
-                               "--out PREFIX [--alg ALG]", false, RunKeygen);
+                               "--out PREFIX [--alg ALG] [--encrypt]", false, RunKeygen);
   b.File(keygen, "--out", &opts->out_prefix, "PREFIX",
          "write PREFIX.key and PREFIX.pub; neither may exist", std::string(kRequiredDefault));
   b.Choice(keygen, "--alg", &opts->key_alg, "ALG",
            "key algorithm: ed25519 signs embedded and detached signatures; the ECDSA curves "
            "sign detached bundles only (model_signing verifies only these)",
            {"ed25519", "ecdsa-p256", "ecdsa-p384", "ecdsa-p521"}, "algorithm");
+  b.Flag(keygen, "--encrypt", &opts->encrypt,
+         "write PREFIX.key as an encrypted PKCS#8 key (scrypt, AES-256-CBC) under the passphrase "
+         "from --passphrase-file or MODELGATE_KEY_PASSPHRASE");
+  b.File(keygen, "--passphrase-file", &opts->passphrase_file, "FILE",
+         "with --encrypt: read the passphrase from FILE (mode 0600, not a symlink; one final "
+         "newline is dropped) instead of MODELGATE_KEY_PASSPHRASE",
+         "none");
   b.Quiet(keygen, "accepted for symmetry (keygen prints its result on stdout)");
-  keygen->footer("Exit status: 0 the keys were written; 2 they could not be.");
+  keygen->footer(
+      "Exit status: 0 the keys were written; 2 they could not be.\n"
+      "Environment: MODELGATE_KEY_PASSPHRASE, the passphrase for --encrypt "
+      "(--passphrase-file wins over it).");
 
   CLI::App* sign = b.Command(root, "sign",
                              "Embed an Ed25519 signature (STSIG v1) in a safetensors file's "
                              "header (a directory or index: every shard, bound into one set); "
                              "or, with --detached, sign a whole model directory into one "
                              "OpenSSF Model Signing bundle.",
-                             "--key FILE [OPTIONS] PATH", false, RunSign);
+                             "--key FILE|URI [OPTIONS] PATH", false, RunSign);
   b.Operands(sign, "PATH",
              "the safetensors file to sign; a directory or *.safetensors.index.json to sign "
              "its shard set; with --detached, the model directory or file");
-  b.File(sign, "--key", &opts->key, "FILE", "the private key (PREFIX.key from keygen)",
+  b.File(sign, "--key", &opts->key, "FILE|URI",
+         "the private key: a PEM file (PREFIX.key from keygen; encrypted keys need a "
+         "passphrase), or a key on a PKCS#11 token as an RFC 7512 URI "
+         "'pkcs11:token=T;object=O' (a PIN is never part of it)",
          std::string(kRequiredDefault));
+  b.File(sign, "--passphrase-file", &opts->passphrase_file, "FILE",
+         "the passphrase of an encrypted --key file, read from FILE (mode 0600, not a symlink; "
+         "one final newline is dropped) instead of MODELGATE_KEY_PASSPHRASE",
+         "none");
+  b.File(sign, "--pin-file", &opts->pin_file, "FILE",
+         "the user PIN of the token a pkcs11: --key names, read from FILE (mode 0600, not a "
+         "symlink; one final newline is dropped) instead of MODELGATE_PKCS11_PIN",
+         "none");
+  b.File(sign, "--pkcs11-module", &opts->pkcs11_module, "PATH",
+         "the PKCS#11 module (shared object) holding a pkcs11: --key, loaded through p11-kit "
+         "(or module-path= in the URI)",
+         "p11-kit's configured modules");
   b.File(sign, "-o,--output", &opts->out_path, "FILE",
          "write the signed copy to FILE instead of replacing PATH", "PATH, in place");
   b.Value(sign, "--model", &opts->model, "NAME", "model name recorded in the signature", "none");
@@ -447,7 +472,11 @@ AppDefinition BuildApp(CommonOptions* opts) {
   b.Quiet(sign, "no progress line, and no 'signed' line on stdout");
   sign->footer(
       "Exit status: 0 signed; 1 the file breaks a safetensors rule; 2 a usage error, "
-      "not a safetensors file, or the file or key could not be read or written.");
+      "not a safetensors file, or the file or key could not be read or written (a wrong "
+      "passphrase or PIN included).\n"
+      "Environment: MODELGATE_KEY_PASSPHRASE, the passphrase of an encrypted --key file; "
+      "MODELGATE_PKCS11_PIN, the PIN of a pkcs11: --key's token (--passphrase-file and "
+      "--pin-file win over them). No option takes a passphrase or PIN itself.");
 
   CLI::App* verify = b.Command(root, "verify",
                                "Check the signatures embedded in safetensors files (and "

@@ -14,6 +14,7 @@
 #include "modelgate/signer.h"
 #include "options.h"
 #include "progress.h"
+#include "secrets.h"
 
 namespace modelgate::cli {
 namespace {
@@ -26,6 +27,59 @@ int Failure(const std::string& path, const core::Error& e) {
   std::cerr << ": " << core::FindingId(e.code) << ": " << e.message << "\n";
   const auto code = static_cast<uint16_t>(e.code);
   return code >= 100 && code < 200 ? kExitRejected : kExitCannotJudge;
+}
+
+// KeyDisplay names the --key in messages: a pkcs11: URI without its query
+// (where a pin-value would be), else the path.
+std::string KeyDisplay(const std::string& key) {
+  if (signer::IsPkcs11Uri(key)) return key.substr(0, key.find('?'));
+  return key;
+}
+
+// LoadSigningKey opens the --key: a pkcs11: URI on its token (PIN from
+// --pin-file or MODELGATE_PKCS11_PIN), else a PEM file (passphrase from
+// --passphrase-file or MODELGATE_KEY_PASSPHRASE when it is encrypted).
+// Every passphrase and PIN is wiped when this returns. On failure it has
+// said why on stderr and returns the exit code in `*code`.
+std::optional<signer::PrivateKey> LoadSigningKey(const CommonOptions& opts, int* code) {
+  if (signer::IsPkcs11Uri(opts.key)) {
+    if (!opts.passphrase_file.empty()) {
+      *code = Usage("sign", "--passphrase-file is for key files; a pkcs11: key takes --pin-file");
+      return std::nullopt;
+    }
+    auto pin = SecretFrom(opts.pin_file, kPinEnv, "PIN");
+    if (!pin.ok()) {
+      *code = Failure(opts.pin_file.empty() ? kPinEnv : opts.pin_file, pin.error());
+      return std::nullopt;
+    }
+    signer::Pkcs11Options po;
+    po.module_path = opts.pkcs11_module;
+    if (pin.value()) po.pin = pin.value()->bytes();
+    auto key = signer::OpenPkcs11Key(opts.key, po);
+    if (!key.ok()) {
+      *code = Failure(KeyDisplay(opts.key), key.error());
+      return std::nullopt;
+    }
+    return std::move(key).value();
+  }
+  if (!opts.pin_file.empty() || !opts.pkcs11_module.empty()) {
+    *code = Usage("sign", std::string(opts.pin_file.empty() ? "--pkcs11-module" : "--pin-file") +
+                              " needs a pkcs11: --key");
+    return std::nullopt;
+  }
+  auto pass = SecretFrom(opts.passphrase_file, kPassphraseEnv, "passphrase");
+  if (!pass.ok()) {
+    *code = Failure(opts.passphrase_file.empty() ? kPassphraseEnv : opts.passphrase_file, pass.error());
+    return std::nullopt;
+  }
+  signer::KeyReadOptions ro;
+  if (pass.value()) ro.passphrase = pass.value()->bytes();
+  auto key = signer::LoadPrivateKey(opts.key, ro);
+  if (!key.ok()) {
+    *code = Failure(opts.key, key.error());
+    return std::nullopt;
+  }
+  return std::move(key).value();
 }
 
 // Sniffed is what a file's first bytes say it is.
@@ -143,9 +197,26 @@ int RunKeygen(const CommonOptions& opts) {
   const std::optional<signer::KeyAlg> alg = signer::ParseKeyAlg(opts.key_alg);
   // app.cc lets only KeyAlgName values through; this is the backstop.
   if (!alg) return Usage("keygen", "unknown --alg " + opts.key_alg);
-  auto r = signer::Keygen(opts.out_prefix, *alg);
+  if (!opts.encrypt && !opts.passphrase_file.empty()) {
+    return Usage("keygen", "--passphrase-file needs --encrypt");
+  }
+  std::optional<SecretBytes> pass;
+  if (opts.encrypt) {
+    auto read = SecretFrom(opts.passphrase_file, kPassphraseEnv, "passphrase");
+    if (!read.ok()) {
+      return Failure(opts.passphrase_file.empty() ? kPassphraseEnv : opts.passphrase_file, read.error());
+    }
+    if (!read.value()) {
+      return Usage("keygen", std::string("--encrypt needs a passphrase: --passphrase-file FILE or ") +
+                                 kPassphraseEnv);
+    }
+    pass = std::move(std::move(read).value());
+  }
+  auto r = signer::Keygen(opts.out_prefix, *alg,
+                          pass ? std::optional<std::span<const uint8_t>>(pass->bytes()) : std::nullopt);
   if (!r.ok()) return Failure(opts.out_prefix, r.error());
-  std::cout << "wrote " << DisplayPath(r.value().private_path) << " (private key, mode 0600) and "
+  std::cout << "wrote " << DisplayPath(r.value().private_path)
+            << (opts.encrypt ? " (encrypted private key, mode 0600) and " : " (private key, mode 0600) and ")
             << DisplayPath(r.value().public_path) << "\nkey id " << r.value().public_key.kid_hex()
             << "\n";
   if (*alg != signer::KeyAlg::kEd25519) {
@@ -169,20 +240,21 @@ std::string DefaultBundlePath(const std::string& path) {
 
 int RunSignDetached(const CommonOptions& opts) {
   const std::string& path = opts.paths[0];
-  auto key = signer::LoadPrivateKey(opts.key);
-  if (!key.ok()) return Failure(opts.key, key.error());
+  int failed = kExitCannotJudge;
+  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, &failed);
+  if (!key) return failed;
   signer::oms::DetachedSignOptions so;
   so.ignore = opts.ignore;
   so.model = opts.model;
   so.version = opts.version;
   const std::string out = opts.out_path.empty() ? DefaultBundlePath(path) : opts.out_path;
-  auto r = signer::oms::SignDetached(path, key.value(), out, so);
+  auto r = signer::oms::SignDetached(path, *key, out, so);
   if (!r.ok()) return Failure(path, r.error());
   if (!opts.quiet) {
     std::cout << "signed " << r.value().files << " file(s), " << r.value().bytes << " bytes, of "
               << DisplayPath(path) << " into " << DisplayPath(out) << " with "
-              << signer::KeyAlgName(key.value().alg()) << " key "
-              << key.value().public_key().kid_hex() << "\n";
+              << signer::KeyAlgName(key->alg()) << " key "
+              << key->public_key().kid_hex() << "\n";
   }
   return kExitPass;
 }
@@ -298,12 +370,13 @@ int RunSignSet(const CommonOptions& opts) {
   if (!opts.out_path.empty()) {
     return Usage("sign", "-o writes one file; a shard set is signed in place");
   }
-  auto key = signer::LoadPrivateKey(opts.key);
-  if (!key.ok()) return Failure(opts.key, key.error());
+  int failed = kExitCannotJudge;
+  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, &failed);
+  if (!key) return failed;
   signer::SignOptions so;
   so.model = opts.model;
   so.version = opts.version.value_or(0);
-  auto r = signer::SignSet(path, key.value(), so);
+  auto r = signer::SignSet(path, *key, so);
   if (!r.ok()) {
     const core::Error& e = r.error();
     std::cerr << "modelgate: " << DisplayPath(path) << ": " << core::FindingId(e.code) << ": "
@@ -321,7 +394,7 @@ int RunSignSet(const CommonOptions& opts) {
                 << s.set.count << ")\n";
     }
     std::cout << "signed the set of " << DisplayPath(set.index_path) << " with key "
-              << key.value().public_key().kid_hex() << ": set digest "
+              << key->public_key().kid_hex() << ": set digest "
               << core::HexLower(set.digest) << "\n";
   }
   return kExitPass;
@@ -330,7 +403,7 @@ int RunSignSet(const CommonOptions& opts) {
 }  // namespace
 
 int RunSign(const CommonOptions& opts) {
-  if (opts.key.empty()) return Usage("sign", "needs --key FILE");
+  if (opts.key.empty()) return Usage("sign", "needs --key FILE|URI");
   if (opts.paths.size() != 1) return Usage("sign", "takes exactly one PATH");
   if (opts.detached) return RunSignDetached(opts);
   if (!opts.ignore.empty()) return Usage("sign", "--ignore applies to --detached only");
@@ -346,8 +419,9 @@ int RunSign(const CommonOptions& opts) {
       return kExitCannotJudge;
     }
   }
-  auto key = signer::LoadPrivateKey(opts.key);
-  if (!key.ok()) return Failure(opts.key, key.error());
+  int failed = kExitCannotJudge;
+  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, &failed);
+  if (!key) return failed;
   signer::SignOptions so;
   so.model = opts.model;
   so.version = opts.version.value_or(0);
@@ -361,12 +435,12 @@ int RunSign(const CommonOptions& opts) {
     progress->Phase("signing");
     so.hash.progress = progress->Hashed();
   }
-  auto r = signer::SignFile(path, key.value(), so, opts.out_path);
+  auto r = signer::SignFile(path, *key, so, opts.out_path);
   if (progress) progress->Finish();
   if (!r.ok()) return Failure(path, r.error());
   const std::string out = opts.out_path.empty() ? path : opts.out_path;
   if (!opts.quiet) {
-    std::cout << "signed " << DisplayPath(out) << " with key " << key.value().public_key().kid_hex()
+    std::cout << "signed " << DisplayPath(out) << " with key " << key->public_key().kid_hex()
               << " (" << r.value().kept_records << " co-signature(s) kept, "
               << r.value().dropped_records << " dropped)\n";
   }

@@ -43,6 +43,10 @@ struct CommonOptions {
   std::string key;                     // --key
   std::string out_prefix;              // keygen --out
   std::string key_alg = "ed25519";     // keygen --alg (signer::KeyAlgName)
+  bool encrypt = false;                // keygen --encrypt
+  std::string passphrase_file;         // keygen/sign --passphrase-file FILE
+  std::string pin_file;                // sign --pin-file FILE (a pkcs11: --key)
+  std::string pkcs11_module;           // sign --pkcs11-module PATH
   std::string model;                   // sign --model
   std::optional<uint64_t> version;     // sign --version
   bool detached = false;               // sign --detached

@@ -10,7 +10,16 @@
 //   SPKI DER and kid; the kid is SHA-256(SPKI DER)[0..16) for every alg, and
 //   for Ed25519 the one PublicKeyFromRaw computes (ECDSA keys: raw is zero);
 // - an input starting "RAW:" gives 32 raw public-key bytes, whose PEM must
-//   parse back to them exactly.
+//   parse back to them exactly;
+// - an "ENCRYPTED PRIVATE KEY" without a passphrase is kSigKeyEncrypted (and
+//   nothing else is); with the passphrase "fuzz" (seed
+//   ed25519.pbkdf2-fuzz.pem) and small KDF limits (a slow file would slow
+//   the fuzzer, not find bugs) a rejection is kSigKeyFormat or
+//   kSigKeyPassphrase, and an accepted key is the one parsed without
+//   encryption would be: it round-trips. The two encrypted seeds were made
+//   with `openssl pkcs8 -topk8 -v2 aes-256-cbc -iter 1 -passout pass:fuzz`
+//   (an openssl genpkey Ed25519 key) and `openssl pkcs8 -topk8 -scrypt
+//   -scrypt_N 16 -scrypt_r 8 -scrypt_p 1 -passout pass:fuzz` (a P-256 key).
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -93,13 +102,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     CheckRejection(pub.error());
   }
+  const bool encrypted = text.find("-----BEGIN ENCRYPTED PRIVATE KEY-----") != std::string_view::npos;
   auto priv = signer::ParsePrivateKeyPem(text);
   if (priv.ok()) {
+    Check(!encrypted);
     CheckOneBlock(text, priv.value().alg() != signer::KeyAlg::kEd25519);
     Check(!pub.ok());
     CheckRoundTrip(priv.value().public_key());
+  } else if (priv.error().code == core::Code::kSigKeyEncrypted) {
+    Check(encrypted);
+    Check(priv.error().offset == core::kNoOffset);
   } else {
     CheckRejection(priv.error());
+  }
+  if (!encrypted) return 0;
+  static const std::string kPass = "fuzz";
+  signer::KeyReadOptions options;
+  options.passphrase = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kPass.data()), kPass.size());
+  options.max_pbkdf2_iterations = 16;
+  options.max_scrypt_cost = 1024;
+  auto dec = signer::ParsePrivateKeyPem(text, options);
+  if (dec.ok()) {
+    CheckOneBlock(text, false);
+    CheckRoundTrip(dec.value().public_key());
+  } else if (dec.error().code != core::Code::kSigKeyPassphrase) {
+    CheckRejection(dec.error());
   }
   return 0;
 }

@@ -956,8 +956,16 @@ core::Result<std::string> BundleText(const Manifest& m, const PrivateKey& key) {
   internal::AppendJsonString(p, m.subject_name);
   p += "}]}";
 
-  auto sig = key.SignBytes(PreAuthEncoding(kPayloadType, p));
+  const std::vector<uint8_t> pae = PreAuthEncoding(kPayloadType, p);
+  auto sig = key.SignBytes(pae);
   if (!sig.ok()) return sig.error();
+  // Checked before the bundle exists (a token key's public object may not be
+  // its private key's): a bundle that would not verify is never written.
+  if (!VerifySignature(key.public_key(), pae, sig.value())) {
+    return Error{Code::kSigCrypto, core::kNoOffset,
+                 "the signature just made does not verify under the key's public key " +
+                     key.public_key().kid_hex() + "; nothing was written"};
+  }
   std::string out = "{\"mediaType\": ";
   internal::AppendJsonString(out, kBundleMediaType);
   out += ", \"verificationMaterial\": {\"publicKey\": {\"hint\": \"" + KeyHint(key.public_key()) +

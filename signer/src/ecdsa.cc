@@ -5,7 +5,9 @@
 #include "ecdsa.h"
 
 #include <openssl/bio.h>
+#include <openssl/bn.h>
 #include <openssl/core_names.h>
+#include <openssl/ec.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -179,6 +181,47 @@ core::Result<std::vector<uint8_t>> Sign(EVP_PKEY* pkey, KeyAlg alg, std::span<co
   }
   sig.resize(len);
   return sig;
+}
+
+core::Result<std::vector<uint8_t>> Digest(KeyAlg alg, std::span<const uint8_t> message) {
+  const EVP_MD* md = DigestFor(alg);
+  if (md == nullptr) return Error{Code::kSigOptions, kNoOffset, "not an ECDSA algorithm"};
+  std::vector<uint8_t> out(static_cast<size_t>(EVP_MD_get_size(md)));
+  unsigned int len = 0;
+  if (EVP_Digest(message.data(), message.size(), out.data(), &len, md, nullptr) != 1 ||
+      len != out.size()) {
+    return OpensslError("EVP_Digest failed");
+  }
+  return out;
+}
+
+core::Result<std::vector<uint8_t>> RawToDer(KeyAlg alg, std::span<const uint8_t> raw) {
+  size_t field = 0;
+  switch (alg) {
+    case KeyAlg::kEcdsaP256: field = 32; break;
+    case KeyAlg::kEcdsaP384: field = 48; break;
+    case KeyAlg::kEcdsaP521: field = 66; break;
+    case KeyAlg::kEd25519: break;
+  }
+  if (field == 0 || raw.size() != 2 * field) {
+    return Error{Code::kSigCrypto, kNoOffset,
+                 "the token's ECDSA signature is " + std::to_string(raw.size()) + " bytes, not " +
+                     std::to_string(2 * field) + " (r || s)"};
+  }
+  std::unique_ptr<ECDSA_SIG, void (*)(ECDSA_SIG*)> sig(ECDSA_SIG_new(), ECDSA_SIG_free);
+  BIGNUM* r = BN_bin2bn(raw.data(), static_cast<int>(field), nullptr);
+  BIGNUM* s = BN_bin2bn(raw.data() + field, static_cast<int>(field), nullptr);
+  if (!sig || r == nullptr || s == nullptr || ECDSA_SIG_set0(sig.get(), r, s) != 1) {
+    BN_free(r);
+    BN_free(s);
+    return OpensslError("ECDSA_SIG_set0 failed");
+  }
+  unsigned char* der = nullptr;
+  const int n = i2d_ECDSA_SIG(sig.get(), &der);
+  if (n <= 0 || der == nullptr) return OpensslError("i2d_ECDSA_SIG failed");
+  std::vector<uint8_t> out(der, der + n);
+  OPENSSL_free(der);
+  return out;
 }
 
 bool Verify(const PublicKey& key, std::span<const uint8_t> message, std::span<const uint8_t> sig) {

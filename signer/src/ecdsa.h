@@ -47,6 +47,13 @@ core::Result<Pkey> Generate(KeyAlg alg);
 // Sign is the DER ECDSA signature of `message` (digest by curve).
 core::Result<std::vector<uint8_t>> Sign(EVP_PKEY* pkey, KeyAlg alg,
                                         std::span<const uint8_t> message);
+// Digest is the curve's digest (SHA-256/384/512) of `message`: what
+// CKM_ECDSA signs on a token.
+core::Result<std::vector<uint8_t>> Digest(KeyAlg alg, std::span<const uint8_t> message);
+// RawToDer turns a PKCS#11 ECDSA signature (r || s, each the curve's field
+// size, big-endian) into the DER ECDSA-Sig-Value the verifiers take.
+core::Result<std::vector<uint8_t>> RawToDer(KeyAlg alg, std::span<const uint8_t> raw);
+
 // Verify checks a DER signature; false on any failure.
 bool Verify(const PublicKey& key, std::span<const uint8_t> message, std::span<const uint8_t> sig);
 

@@ -3,18 +3,24 @@
 // holds a seed, a secret key, its DER or its PEM text is wiped with
 // sodium_memzero on every path out.
 #include <fcntl.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/objects.h>
 #include <openssl/pem.h>
+#include <openssl/pkcs12.h>
+#include <openssl/x509.h>
 #include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "ecdsa.h"
 #include "internal.h"
+#include "pkcs11.h"
 
 namespace modelgate::signer {
 namespace {
@@ -176,6 +182,155 @@ void SplitEcParameters(std::string_view pem, std::string_view& params, std::stri
   key = pem.substr(rest);
 }
 
+// ---- encrypted PKCS#8 -----------------------------------------------------------
+
+// Scrypt parameters of the keys we write: what `openssl pkcs8 -topk8 -scrypt`
+// writes, and the largest power-of-two N (with r=8) that OpenSSL's own
+// PKCS#8 reader decrypts (it caps scrypt at 32 MiB; this is 16 MiB), so
+// `openssl pkey` and Python's cryptography read our files. scrypt over
+// PBKDF2 (OpenSSL's PEM_write_bio_PKCS8PrivateKey default, 2048 iterations
+// of HMAC-SHA256) because it is memory-hard: a stolen key file costs an
+// attacker 16 MiB per guess, not a GPU's spare cycles.
+constexpr uint64_t kScryptN = uint64_t{1} << 14;
+constexpr uint64_t kScryptR = 8;
+constexpr uint64_t kScryptP = 1;
+
+struct X509SigFree {
+  void operator()(X509_SIG* p) const { X509_SIG_free(p); }
+};
+struct P8InfoFree {
+  void operator()(PKCS8_PRIV_KEY_INFO* p) const { PKCS8_PRIV_KEY_INFO_free(p); }
+};
+struct BioFree {
+  void operator()(BIO* p) const { BIO_free(p); }
+};
+
+Error KeyFormat(const std::string& message) {
+  ERR_clear_error();
+  return Error{Code::kSigKeyFormat, kNoOffset, message};
+}
+
+// CheckKdf reads the PBES2 parameters of an encrypted PKCS#8 key and
+// refuses, before any key derivation, what is not PBES2 (PKCS#5 v1.5 and
+// PKCS#12 schemes: DES, RC2, MD5, SHA-1 key stretching) or asks for more
+// work than `options` allow: the counts are the file's claim.
+core::Status CheckKdf(const X509_SIG* p8, const KeyReadOptions& options) {
+  const X509_ALGOR* alg = nullptr;
+  X509_SIG_get0(p8, &alg, nullptr);
+  if (alg == nullptr || OBJ_obj2nid(alg->algorithm) != NID_pbes2) {
+    return KeyFormat("the encrypted key does not use PBES2 (PKCS#5 v2.0); re-encrypt it: "
+                     "openssl pkcs8 -topk8 -scrypt");
+  }
+  std::unique_ptr<PBE2PARAM, void (*)(PBE2PARAM*)> pbe2(
+      static_cast<PBE2PARAM*>(ASN1_TYPE_unpack_sequence(ASN1_ITEM_rptr(PBE2PARAM), alg->parameter)),
+      PBE2PARAM_free);
+  if (!pbe2 || pbe2->keyfunc == nullptr) return KeyFormat("the encrypted key's PBES2 parameters do not parse");
+  const int kdf = OBJ_obj2nid(pbe2->keyfunc->algorithm);
+  if (kdf == NID_id_pbkdf2) {
+    std::unique_ptr<PBKDF2PARAM, void (*)(PBKDF2PARAM*)> p(
+        static_cast<PBKDF2PARAM*>(
+            ASN1_TYPE_unpack_sequence(ASN1_ITEM_rptr(PBKDF2PARAM), pbe2->keyfunc->parameter)),
+        PBKDF2PARAM_free);
+    uint64_t iter = 0;
+    if (!p || p->iter == nullptr || ASN1_INTEGER_get_uint64(&iter, p->iter) != 1) {
+      return KeyFormat("the encrypted key's PBKDF2 parameters do not parse");
+    }
+    if (iter > options.max_pbkdf2_iterations) {
+      return KeyFormat("the encrypted key asks for " + std::to_string(iter) +
+                       " PBKDF2 iterations, over the limit max_pbkdf2_iterations of " +
+                       std::to_string(options.max_pbkdf2_iterations));
+    }
+    return core::OkStatus();
+  }
+  if (kdf == NID_id_scrypt) {
+    std::unique_ptr<SCRYPT_PARAMS, void (*)(SCRYPT_PARAMS*)> p(
+        static_cast<SCRYPT_PARAMS*>(
+            ASN1_TYPE_unpack_sequence(ASN1_ITEM_rptr(SCRYPT_PARAMS), pbe2->keyfunc->parameter)),
+        SCRYPT_PARAMS_free);
+    uint64_t n = 0, r = 0, par = 0, cost = 0;
+    if (!p || ASN1_INTEGER_get_uint64(&n, p->costParameter) != 1 ||
+        ASN1_INTEGER_get_uint64(&r, p->blockSize) != 1 ||
+        ASN1_INTEGER_get_uint64(&par, p->parallelizationParameter) != 1) {
+      return KeyFormat("the encrypted key's scrypt parameters do not parse");
+    }
+    if (__builtin_mul_overflow(n, r, &cost) || __builtin_mul_overflow(cost, par, &cost) ||
+        cost > options.max_scrypt_cost) {
+      return KeyFormat("the encrypted key asks for scrypt N=" + std::to_string(n) + " r=" +
+                       std::to_string(r) + " p=" + std::to_string(par) +
+                       ": N*r*p is over the limit max_scrypt_cost of " +
+                       std::to_string(options.max_scrypt_cost));
+    }
+    return core::OkStatus();
+  }
+  return KeyFormat("the encrypted key's key derivation is neither PBKDF2 nor scrypt");
+}
+
+// DecryptPkcs8 decrypts one "ENCRYPTED PRIVATE KEY" block into an
+// EVP_PKEY (the caller owns it). The decrypted PrivateKeyInfo is freed by
+// OpenSSL, which clears its key octets.
+core::Result<EVP_PKEY*> DecryptPkcs8(std::string_view pem, std::span<const uint8_t> passphrase,
+                                     const KeyReadOptions& options) {
+  if (pem.size() > kMaxKeyFileBytes || passphrase.size() > static_cast<size_t>(INT_MAX)) {
+    return KeyFormat("key file or passphrase too large");
+  }
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  std::unique_ptr<X509_SIG, X509SigFree> p8(
+      bio ? PEM_read_bio_PKCS8(bio.get(), nullptr, NoPassphrase, nullptr) : nullptr);
+  if (!p8) return KeyFormat("not a PKCS#8 \"ENCRYPTED PRIVATE KEY\" PEM");
+  core::Status kdf = CheckKdf(p8.get(), options);
+  if (!kdf.ok()) return kdf.error();
+  std::unique_ptr<PKCS8_PRIV_KEY_INFO, P8InfoFree> info(
+      PKCS8_decrypt(p8.get(), reinterpret_cast<const char*>(passphrase.data()),
+                    static_cast<int>(passphrase.size())));
+  if (!info) {
+    // AES-CBC under a wrong key fails its padding check, or (1 in 256)
+    // yields bytes that are not a PrivateKeyInfo: one answer for both.
+    ERR_clear_error();
+    return Error{Code::kSigKeyPassphrase, kNoOffset,
+                 "the passphrase does not decrypt the key (wrong passphrase, or a damaged file)"};
+  }
+  EVP_PKEY* pkey = EVP_PKCS82PKEY(info.get());
+  if (pkey == nullptr) {
+    ERR_clear_error();
+    return Error{Code::kSigKeyPassphrase, kNoOffset,
+                 "the decrypted key does not parse (wrong passphrase, or a damaged file)"};
+  }
+  return pkey;
+}
+
+// EncryptedPkcs8Pem is `pkey` as an "ENCRYPTED PRIVATE KEY" PEM (PBES2,
+// scrypt, AES-256-CBC), in a buffer the caller wipes.
+core::Result<std::vector<uint8_t>> EncryptedPkcs8Pem(EVP_PKEY* pkey, std::span<const uint8_t> passphrase) {
+  if (passphrase.empty()) {
+    return Error{Code::kSigOptions, kNoOffset, "an empty passphrase would not protect the key"};
+  }
+  if (passphrase.size() > static_cast<size_t>(INT_MAX)) {
+    return Error{Code::kSigOptions, kNoOffset, "passphrase too large"};
+  }
+  auto fail = [](const std::string& what) {
+    ERR_clear_error();
+    return Error{Code::kSigCrypto, kNoOffset, what + " failed"};
+  };
+  std::unique_ptr<PKCS8_PRIV_KEY_INFO, P8InfoFree> info(EVP_PKEY2PKCS8(pkey));
+  if (!info) return fail("EVP_PKEY2PKCS8");
+  // A 16-byte salt (OpenSSL's default is 8) and the IV are drawn from
+  // OpenSSL's RAND when given as null.
+  X509_ALGOR* pbe = PKCS5_pbe2_set_scrypt(EVP_aes_256_cbc(), nullptr, 16, nullptr, kScryptN, kScryptR, kScryptP);
+  if (pbe == nullptr) return fail("PKCS5_pbe2_set_scrypt");
+  std::unique_ptr<X509_SIG, X509SigFree> p8(PKCS8_set0_pbe(
+      reinterpret_cast<const char*>(passphrase.data()), static_cast<int>(passphrase.size()), info.get(), pbe));
+  if (!p8) {
+    X509_ALGOR_free(pbe);
+    return fail("PKCS8_set0_pbe");
+  }
+  std::unique_ptr<BIO, BioFree> bio(BIO_new(BIO_s_mem()));
+  if (!bio || PEM_write_bio_PKCS8(bio.get(), p8.get()) != 1) return fail("PEM_write_bio_PKCS8");
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio.get(), &data);
+  if (n <= 0 || data == nullptr) return fail("PEM_write_bio_PKCS8 (empty)");
+  return std::vector<uint8_t>(data, data + n);  // ciphertext: no secret in the BIO
+}
+
 // CheckParametersMatch: the EC PARAMETERS block names the key's curve (a
 // file whose two blocks disagree is not one key to trust).
 core::Status CheckParametersMatch(std::string_view params, const EVP_PKEY* key) {
@@ -296,6 +451,7 @@ struct PrivateKey::Secret {
   std::array<uint8_t, kSeedBytes> seed{};
   std::array<uint8_t, crypto_sign_SECRETKEYBYTES> sk{};  // libsodium: seed || pk
   ecdsa::Pkey ec;  // ECDSA keys only (then seed and sk stay zero)
+  std::unique_ptr<pkcs11::TokenKey> token;  // a key on a PKCS#11 token (all else empty)
   Secret() = default;
   Secret(const Secret&) = delete;
   Secret& operator=(const Secret&) = delete;
@@ -346,20 +502,50 @@ core::Result<PrivateKey> PrivateKey::Generate(KeyAlg alg) {
   return PrivateKey(std::move(secret), std::move(pub));
 }
 
+bool PrivateKey::on_token() const { return secret_ && secret_->token; }
+
 Signature PrivateKey::Sign(std::span<const uint8_t> message) const {
   Signature sig{};
   if (alg() != KeyAlg::kEd25519) return sig;
+  if (on_token()) {
+    auto made = secret_->token->Sign(message);
+    if (made.ok() && made.value().size() == sig.size()) {
+      std::copy(made.value().begin(), made.value().end(), sig.begin());
+    }
+    return sig;  // all zero on failure: verifies under no key
+  }
   crypto_sign_detached(sig.data(), nullptr, message.data(), message.size(), secret_->sk.data());
   return sig;
 }
 
 core::Result<std::vector<uint8_t>> PrivateKey::SignBytes(std::span<const uint8_t> message) const {
+  if (on_token()) return secret_->token->Sign(message);
   if (alg() != KeyAlg::kEd25519) return ecdsa::Sign(secret_->ec.get(), alg(), message);
   const Signature sig = Sign(message);
   return std::vector<uint8_t>(sig.begin(), sig.end());
 }
 
-core::Status PrivateKey::WritePem(const std::string& path) const {
+core::Status PrivateKey::WritePem(const std::string& path,
+                                  std::optional<std::span<const uint8_t>> passphrase) const {
+  if (on_token()) {
+    return Error{Code::kSigOptions, kNoOffset, "a PKCS#11 token key cannot be written to a file"};
+  }
+  if (passphrase) {
+    ecdsa::Pkey ed;
+    EVP_PKEY* pkey = secret_->ec.get();
+    if (alg() == KeyAlg::kEd25519) {
+      ed.reset(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, secret_->seed.data(),
+                                            secret_->seed.size()));
+      if (!ed) {
+        ERR_clear_error();
+        return Error{Code::kSigCrypto, kNoOffset, "EVP_PKEY_new_raw_private_key failed"};
+      }
+      pkey = ed.get();
+    }
+    auto pem = EncryptedPkcs8Pem(pkey, *passphrase);
+    if (!pem.ok()) return pem.error();
+    return WriteNewFile(path, pem.value(), 0600);
+  }
   if (alg() != KeyAlg::kEd25519) {
     auto pem = ecdsa::PrivateKeyPem(secret_->ec.get());
     if (!pem.ok()) return pem.error();
@@ -386,18 +572,30 @@ core::Status PrivateKey::WritePem(const std::string& path) const {
   return WriteNewFile(path, pem.b, 0600);
 }
 
-core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view text) {
+core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view text, const KeyReadOptions& options) {
   std::string_view params, pem;
   SplitEcParameters(text, params, pem);
   core::Status one = CheckOnePemBlock(pem);
   if (!one.ok()) return one.error();
   const std::string_view label = PemLabel(pem);
-  if (label == "ENCRYPTED PRIVATE KEY" || pem.find("Proc-Type: 4,ENCRYPTED") != std::string_view::npos) {
+  if (pem.find("Proc-Type: 4,ENCRYPTED") != std::string_view::npos) {
     return Error{Code::kSigKeyFormat, kNoOffset,
-                 "the private key is encrypted; modelgate never asks for a passphrase (decrypt "
-                 "it into a 0600 file first, e.g. `openssl pkey -in K -out K.plain`)"};
+                 "the private key uses legacy PEM encryption (Proc-Type: 4,ENCRYPTED, an MD5 "
+                 "key derivation); convert it to an encrypted PKCS#8 key: "
+                 "openssl pkcs8 -topk8 -scrypt -in K -out K.p8"};
   }
-  if (label != "PRIVATE KEY" && label != "EC PRIVATE KEY") {
+  EVP_PKEY* pkey = nullptr;
+  if (label == "ENCRYPTED PRIVATE KEY") {
+    if (!params.empty()) return KeyFormat("an EC PARAMETERS block may only precede an EC PRIVATE KEY");
+    if (!options.passphrase) {
+      return Error{Code::kSigKeyEncrypted, kNoOffset,
+                   "the private key is encrypted and no passphrase was given (--passphrase-file "
+                   "FILE or MODELGATE_KEY_PASSPHRASE)"};
+    }
+    auto decrypted = DecryptPkcs8(pem, *options.passphrase, options);
+    if (!decrypted.ok()) return decrypted.error();
+    pkey = decrypted.value();
+  } else if (label != "PRIVATE KEY" && label != "EC PRIVATE KEY") {
     return Error{Code::kSigKeyFormat, kNoOffset,
                  "PEM block " + core::Quoted(label) +
                      " is not a private key (\"PRIVATE KEY\" PKCS#8 or \"EC PRIVATE KEY\" SEC1)"};
@@ -406,9 +604,11 @@ core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view text) {
     return Error{Code::kSigKeyFormat, kNoOffset,
                  "an EC PARAMETERS block may only precede an \"EC PRIVATE KEY\" block"};
   }
-  EVP_PKEY* pkey = PemToPkey(pem, [](BIO* bio) {
-    return PEM_read_bio_PrivateKey(bio, nullptr, NoPassphrase, nullptr);
-  });
+  if (pkey == nullptr) {
+    pkey = PemToPkey(pem, [](BIO* bio) {
+      return PEM_read_bio_PrivateKey(bio, nullptr, NoPassphrase, nullptr);
+    });
+  }
   if (pkey == nullptr) {
     return Error{Code::kSigKeyFormat, kNoOffset,
                  "not an unencrypted PKCS#8 \"PRIVATE KEY\" or SEC1 \"EC PRIVATE KEY\" PEM"};
@@ -446,24 +646,25 @@ core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view text) {
   return PrivateKey::FromSeed(seed.b);
 }
 
-core::Result<PrivateKey> LoadPrivateKey(const std::string& path) {
+core::Result<PrivateKey> LoadPrivateKey(const std::string& path, const KeyReadOptions& options) {
   std::vector<char> text;
   core::Status s = ReadKeyFile(path, text);
-  core::Result<PrivateKey> key = s.ok() ? ParsePrivateKeyPem(std::string_view(text.data(), text.size()))
+  core::Result<PrivateKey> key = s.ok() ? ParsePrivateKeyPem(std::string_view(text.data(), text.size()), options)
                                         : core::Result<PrivateKey>(s.error());
   sodium_memzero(text.data(), text.size());
   if (!key.ok()) return Error{key.error().code, kNoOffset, path + ": " + key.error().message};
   return key;
 }
 
-core::Result<KeygenResult> Keygen(const std::string& prefix, KeyAlg alg) {
+core::Result<KeygenResult> Keygen(const std::string& prefix, KeyAlg alg,
+                                  std::optional<std::span<const uint8_t>> passphrase) {
   auto key = PrivateKey::Generate(alg);
   if (!key.ok()) return key.error();
   KeygenResult out;
   out.private_path = prefix + ".key";
   out.public_path = prefix + ".pub";
   out.public_key = key.value().public_key();
-  core::Status s = key.value().WritePem(out.private_path);
+  core::Status s = key.value().WritePem(out.private_path, passphrase);
   if (!s.ok()) return s.error();
   s = WritePublicKeyPem(out.public_key, out.public_path);
   if (!s.ok()) {
@@ -471,6 +672,17 @@ core::Result<KeygenResult> Keygen(const std::string& prefix, KeyAlg alg) {
     return s.error();
   }
   return out;
+}
+
+bool IsPkcs11Uri(std::string_view key) { return key.substr(0, 7) == "pkcs11:"; }
+
+core::Result<PrivateKey> OpenPkcs11Key(std::string_view uri, const Pkcs11Options& options) {
+  auto opened = pkcs11::Open(uri, options);
+  if (!opened.ok()) return opened.error();
+  pkcs11::Opened o = std::move(opened).value();
+  auto secret = std::make_unique<PrivateKey::Secret>();
+  secret->token = std::move(o.key);
+  return PrivateKey(std::move(secret), std::move(o.public_key));
 }
 
 }  // namespace modelgate::signer

@@ -220,7 +220,18 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
 
     auto message = SignedMessage(st, mine, digests);
     if (!message.ok()) return message.error();
-    mine.sig = key.Sign(message.value());
+    // SignBytes, not Sign: a token key can fail. Every signature is checked
+    // with the verifier before anything is written (a token whose public key
+    // object is not its private key's, or a faulty signer, writes nothing).
+    auto made = key.SignBytes(message.value());
+    if (!made.ok()) return made.error();
+    if (made.value().size() != mine.sig.size() ||
+        !VerifySignature(key.public_key(), message.value(), made.value())) {
+      return Error{Code::kSigCrypto, kNoOffset,
+                   "the signature just made does not verify under the key's public key " +
+                       key.public_key().kid_hex() + "; nothing was written"};
+    }
+    std::copy(made.value().begin(), made.value().end(), mine.sig.begin());
     for (auto& r : records) {
       if (r.kid == mine.kid) r.sig = mine.sig;
     }

@@ -75,6 +75,13 @@ enum class Code : uint16_t {
   kSigKeyWrite = 310,         // MG-SIG-KEY-WRITE: cannot create a key file (exists?)
   kSigCrypto = 311,           // MG-SIG-CRYPTO: libsodium/OpenSSL failure
   kSigOptions = 312,          // MG-SIG-OPTIONS: bad signing options
+  kSigKeyEncrypted = 313,     // MG-SIG-KEY-ENCRYPTED: encrypted key, no passphrase given
+  kSigKeyPassphrase = 314,    // MG-SIG-KEY-PASSPHRASE: the passphrase does not decrypt the key
+  kSigPkcs11Uri = 315,        // MG-SIG-PKCS11-URI: the pkcs11: URI is malformed or refused
+  kSigPkcs11Token = 316,      // MG-SIG-PKCS11-TOKEN: no token, or several, match the URI
+  kSigPkcs11Login = 317,      // MG-SIG-PKCS11-LOGIN: wrong, locked or missing PIN
+  kSigPkcs11Object = 318,     // MG-SIG-PKCS11-OBJECT: no (or no one usable) private key matches
+  kSigPkcs11 = 319,           // MG-SIG-PKCS11: module load or other PKCS#11 failure
   // Sharded safetensors sets (modelgate/shard_index.h, signer set checks). 400-499.
   kSetIndex = 400,            // MG-SET-INDEX: index file malformed
   kSetShardPath = 401,        // MG-SET-SHARD-PATH: shard name leaves the directory

@@ -87,6 +87,36 @@ core::Result<PublicKey> ParsePublicKeyPem(std::string_view pem);
 // secrets are often symlinks).
 core::Result<PublicKey> LoadPublicKey(const std::string& path);
 
+// kMaxPbkdf2Iterations bounds the PBKDF2 iteration count an encrypted key
+// file may ask for (the count is in the file: decrypting must not hang).
+// OpenSSL writes 2048, OWASP 2023 asks 600,000 for PBKDF2-HMAC-SHA256.
+inline constexpr uint64_t kMaxPbkdf2Iterations = 10'000'000;
+// kMaxScryptCost bounds scrypt's N * r * p for an encrypted key file (time
+// grows with it; OpenSSL itself caps scrypt's memory at 32 MiB). Ours is
+// N=2^14, r=8, p=1 (2^17), what `openssl pkcs8 -scrypt` writes.
+inline constexpr uint64_t kMaxScryptCost = uint64_t{1} << 22;
+
+// KeyReadOptions: how a private key file is read. An "ENCRYPTED PRIVATE
+// KEY" (PKCS#8 PBES2) needs `passphrase`; without one it is
+// kSigKeyEncrypted, with a wrong one kSigKeyPassphrase. A passphrase given
+// for an unencrypted key is not used. The KDF parameters are the file's
+// claim and are checked against the limits before any work.
+struct KeyReadOptions {
+  std::optional<std::span<const uint8_t>> passphrase;
+  uint64_t max_pbkdf2_iterations = kMaxPbkdf2Iterations;
+  uint64_t max_scrypt_cost = kMaxScryptCost;
+};
+
+// Pkcs11Options: where a PKCS#11 key lives besides its URI. `module_path`
+// (a shared object, loaded through p11-kit) wins over the URI's
+// module-path; when both are empty every module p11-kit is configured with
+// is searched. `pin`, when set, logs in as the user (C_Login); a token that
+// needs a login and has no PIN is kSigPkcs11Login.
+struct Pkcs11Options {
+  std::string module_path;
+  std::optional<std::span<const uint8_t>> pin;
+};
+
 // PrivateKey is an Ed25519 or ECDSA signing key. Its secret lives in one heap
 // block that is wiped (sodium_memzero) when the key is destroyed (ECDSA: an
 // OpenSSL key, whose private scalar OpenSSL clears when freed); moving moves
@@ -116,12 +146,20 @@ class PrivateKey {
   core::Result<std::vector<uint8_t>> SignBytes(std::span<const uint8_t> message) const;
   // WritePem creates `path` as a PKCS#8 "PRIVATE KEY" PEM file with
   // open(O_CREAT|O_EXCL|O_NOFOLLOW), mode 0600; an existing path (or a
-  // symlink there) is an error, never overwritten.
-  core::Status WritePem(const std::string& path) const;
+  // symlink there) is an error, never overwritten. With `passphrase`, an
+  // "ENCRYPTED PRIVATE KEY" (PKCS#8 PBES2: scrypt N=2^14 r=8 p=1, AES-256-CBC,
+  // random salt and IV); an empty passphrase is kSigOptions. A token key
+  // (OpenPkcs11Key) cannot be written: kSigOptions.
+  core::Status WritePem(const std::string& path,
+                        std::optional<std::span<const uint8_t>> passphrase = std::nullopt) const;
+  // on_token: the key lives in a PKCS#11 token and signs there.
+  bool on_token() const;
 
  private:
   struct Secret;
-  friend core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem);
+  friend core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem,
+                                                     const KeyReadOptions& options);
+  friend core::Result<PrivateKey> OpenPkcs11Key(std::string_view uri, const Pkcs11Options& options);
   PrivateKey(std::unique_ptr<Secret> secret, PublicKey pub);
 
   std::unique_ptr<Secret> secret_;
@@ -134,13 +172,31 @@ class PrivateKey {
 // ecparam -genkey`, whose leading "EC PARAMETERS" block is allowed when it
 // names the key's curve; no other second block). EC on P-256/P-384/P-521
 // only; an EC key whose stored public point is not its private scalar's is
-// refused. Encrypted keys and other key types are kSigKeyFormat; nothing
-// prompts for a passphrase. Otherwise exactly one PEM block, as for
+// refused. An "ENCRYPTED PRIVATE KEY" (PKCS#8, PBES2 with PBKDF2 or scrypt
+// only) is decrypted with options.passphrase (see KeyReadOptions); legacy
+// "Proc-Type: 4,ENCRYPTED" PEM and other key types are kSigKeyFormat;
+// nothing prompts for a passphrase. Otherwise exactly one PEM block, as for
 // ParsePublicKeyPem.
-core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem);
+core::Result<PrivateKey> ParsePrivateKeyPem(std::string_view pem, const KeyReadOptions& options = {});
 // LoadPrivateKey reads a private key PEM file (at most 64 KiB); the bytes
-// read are wiped after parsing.
-core::Result<PrivateKey> LoadPrivateKey(const std::string& path);
+// read (and the decrypted key) are wiped after parsing.
+core::Result<PrivateKey> LoadPrivateKey(const std::string& path, const KeyReadOptions& options = {});
+
+// IsPkcs11Uri: `key` names a PKCS#11 object (starts with "pkcs11:", RFC 7512).
+bool IsPkcs11Uri(std::string_view key);
+// OpenPkcs11Key finds the one private key the RFC 7512 `uri` names
+// (pkcs11:token=...;object=...;id=...) on one token, logs in with the PIN
+// and returns a PrivateKey that signs on the token: Ed25519 (CKK_EC_EDWARDS,
+// CKM_EDDSA over the message) or ECDSA P-256/384/521 (CKK_EC, CKM_ECDSA over
+// the curve's digest, r||s re-encoded as DER). The key never leaves the
+// token; its public half comes from the token's public key object with the
+// same CKA_ID (else CKA_LABEL), else its certificate. Errors:
+// kSigPkcs11Uri (does not parse, unknown or PIN attributes -- a PIN never
+// travels in a URI --, no object or id), kSigPkcs11Token (no or several
+// tokens match), kSigPkcs11Login (wrong, locked or missing PIN),
+// kSigPkcs11Object (no, several, or an unsupported key), kSigPkcs11 (the
+// module cannot be loaded, or another PKCS#11 failure).
+core::Result<PrivateKey> OpenPkcs11Key(std::string_view uri, const Pkcs11Options& options);
 // WritePublicKeyPem creates `path` (O_EXCL|O_NOFOLLOW, mode 0644).
 core::Status WritePublicKeyPem(const PublicKey& key, const std::string& path);
 
@@ -151,7 +207,9 @@ struct KeygenResult {
 };
 // Keygen makes a new `alg` key and writes PREFIX.key and PREFIX.pub; if
 // either exists, nothing is left behind (a .key it created is removed).
-core::Result<KeygenResult> Keygen(const std::string& prefix, KeyAlg alg = KeyAlg::kEd25519);
+// With `passphrase`, PREFIX.key is an encrypted PKCS#8 (PrivateKey::WritePem).
+core::Result<KeygenResult> Keygen(const std::string& prefix, KeyAlg alg = KeyAlg::kEd25519,
+                                  std::optional<std::span<const uint8_t>> passphrase = std::nullopt);
 
 // ---- STSIG v1 -------------------------------------------------------------
 
