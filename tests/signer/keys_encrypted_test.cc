@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "signer_test_util.h"
 
@@ -18,11 +19,14 @@ namespace {
 
 int Run(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1 </dev/null").c_str()); }
 
-std::span<const uint8_t> Span(const std::string& s) {
+// Span views `s`; callers pass literals or strings that outlive the use.
+std::span<const uint8_t> Span(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-signer::KeyReadOptions With(const std::string& pass) {
+// With: options holding a view of `pass` (a literal, or a string that
+// outlives them: a std::string temporary would leave the view dangling).
+signer::KeyReadOptions With(std::string_view pass) {
   signer::KeyReadOptions o;
   o.passphrase = Span(pass);
   return o;
