@@ -19,18 +19,23 @@ if [[ $# -ne 1 ]]; then
   exit 2
 fi
 dir=$1
-stamp="$dir/.mg-sysroot-complete"
-if [[ -f $stamp ]]; then
-  echo "ci/s390x-sysroot: $dir is ready"
-  exit 0
-fi
 
 # The -dev packages of what CMakeLists.txt finds, and the header-only ones
 # (architecture: all) unpacked here too: a cross build must not add the
 # host's /usr/include, which holds amd64 libc headers, to its search path.
 dev=(libssl-dev libsodium-dev libyara-dev zlib1g-dev libbz2-dev liblzma-dev libyaml-cpp-dev
-     libzstd-dev liblz4-dev libarchive-dev libhdf5-dev libcpp-httplib-dev catch2)
+     libzstd-dev liblz4-dev libarchive-dev libhdf5-dev libseccomp-dev libp11-kit-dev
+     libcpp-httplib-dev catch2)
 header_only=(nlohmann-json3-dev libcli11-dev)
+
+# The stamp names what was unpacked: a sysroot made for another list is
+# made again.
+stamp="$dir/.mg-sysroot-complete"
+want="${dev[*]} ${header_only[*]}"
+if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+  echo "ci/s390x-sysroot: $dir is ready"
+  exit 0
+fi
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -77,5 +82,5 @@ done < <(find "$dir" -type l -lname '/*')
 # an unpacked sysroot does not run: the serial flavour is the one.
 pc="$dir/usr/lib/s390x-linux-gnu/pkgconfig"
 [[ -f $pc/hdf5.pc ]] || ln -s hdf5-serial.pc "$pc/hdf5.pc"
-touch "$stamp"
+echo "$want" >"$stamp"
 echo "ci/s390x-sysroot: ${#pkgs[@]} packages unpacked into $dir"

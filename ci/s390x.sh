@@ -50,10 +50,14 @@ grep -q 'big endian' <<<"$file_out" && grep -q 'IBM S/390' <<<"$file_out" || {
 
 # 1. Unit tests: each test program runs all its cases in one emulated
 # process (ctest would start qemu once per case: minutes of start-up).
-for t in tests/core_tests tests/signer/signer_tests tests/scanner/scanner_tests; do
-  echo "== s390x: $t"
-  "${emulator[@]}" "$build/$t"
-done
+echo "== s390x: core_tests"
+"${emulator[@]}" "$build/tests/core_tests"
+# signer_tests without [pkcs11]: SoftHSM2 is the host's amd64 module, which
+# an s390x process cannot load (PKCS#11 is tested on x86-64 by ci/test.sh).
+echo "== s390x: signer_tests ~[pkcs11]"
+"${emulator[@]}" "$build/tests/signer/signer_tests" '~[pkcs11]'
+echo "== s390x: scanner_tests"
+"${emulator[@]}" "$build/tests/scanner/scanner_tests"
 # The GGUF files make_gguf.py writes (little- and big-endian), through
 # ctest's fixture (the writer runs on the host, the reader under qemu).
 (cd "$build" && ctest --output-on-failure -R '^scanner_gguf_(make|files)$')
