@@ -93,6 +93,14 @@ PickleAnalysis AnalyzePickle(std::span<const uint8_t> bytes, const PickleOptions
   Machine m(options, &out, &rec, 0, core::kNoOffset, true);
   m.RunStreams(bytes, base_offset, options.limits.max_streams, true);
   if (m.joblib_divergence() == core::kNoOffset) return out;
+  // The graphs are joblib's reading; other loaders read other objects.
+  if (!out.graphs.empty() || options.capture_graph) {
+    out.graphs.clear();
+    if (out.graph_cut.empty()) {
+      out.graph_cut = "joblib.load and pickle.load read different objects from " +
+                      std::to_string(m.joblib_divergence()) + " on";
+    }
+  }
   PickleAnalysis plain;
   pi::Recorder plain_rec(&plain, options.limits);
   Machine p(options, &plain, &plain_rec, 0, core::kNoOffset, false);

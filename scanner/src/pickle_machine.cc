@@ -31,6 +31,9 @@ void Machine::ResetStream() {
   disagreements_ = 0;
   salvage_ = false;
   allowed_calls_.clear();
+  GraphRelease();
+  graph_refs_ = 0;
+  graph_cut_.clear();
 }
 
 void Machine::Anomaly(PickleAnomalyKind kind, core::Severity sev, uint64_t offset,
@@ -313,6 +316,9 @@ Ref Machine::MakeSequence(VKind k, size_t start) {
       v->x().items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(start),
                       stack_.begin() + static_cast<std::ptrdiff_t>(start + n));
     }
+  }
+  if (graph_ && GraphHold(v, v->count)) {
+    v->x().g_items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
   }
   stack_.resize(start);
   return v;
@@ -612,6 +618,7 @@ void Machine::Call(const Ref& callee, const Ref& args, const Ref& kwargs) {
         RecordCall(full, callee->import_index, allowed, flagged, reason);
         Nested(arg);
         result->callee_safe = true;
+        GraphCall(result, callee, args, kwargs);
         Push(std::move(result));
         return;
       }
@@ -640,6 +647,7 @@ void Machine::Call(const Ref& callee, const Ref& args, const Ref& kwargs) {
                    ? "calls an object returned by persistent_load"
                    : "calls the result of a call (" + callee->x().callee + ")");
   }
+  GraphCall(result, callee, args, kwargs);
   Push(std::move(result));
 }
 
@@ -819,6 +827,7 @@ void Machine::Persistent(const Ref& pid, std::string desc) {
   }
   v->x().callee = desc;
   RecordCall("persistent_load", -1, true, false, "");
+  if (pid && GraphHold(v, 1)) v->x().g_args = pid;
   Push(std::move(v));
 }
 
@@ -848,6 +857,13 @@ void Machine::DoAppend(int64_t x) {
     Fail(std::string("'") + KindName(t.kind) + "' object has no attribute 'append'");
   }
   Mutate(xi - 1, "extend/append", false);
+  if (graph_ && (t.kind == VKind::kList || t.kind == VKind::kResult) &&
+      GraphHold(stack_[xi - 1], stack_.size() - xi)) {
+    t.x().g_items.insert(t.x().g_items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(xi),
+                         stack_.end());
+  } else if (graph_ && t.kind == VKind::kByteArray) {
+    GraphCut("APPENDS on a bytearray at " + U64(op_offset_));
+  }
   t.literal = t.literal && AllLiteral(xi);
   t.count += stack_.size() - xi;
   stack_.resize(xi);
@@ -871,6 +887,13 @@ void Machine::DoSetItems(int64_t x) {
     for (size_t i = xi; i + 1 < stack_.size(); i += 2) NoteEntry(t, *stack_[i], stack_[i + 1]);
   }
   Mutate(xi - 1, "__setitem__", true);
+  if (graph_ && (t.kind == VKind::kDict || t.kind == VKind::kResult) &&
+      GraphHold(stack_[xi - 1], stack_.size() - xi)) {
+    for (size_t i = xi; i + 1 < stack_.size(); i += 2) t.x().g_entries.emplace_back(stack_[i], stack_[i + 1]);
+  } else if (graph_ && t.Native() && t.kind != VKind::kDict) {
+    // A list item replaced by index: not followed; the graph would be wrong.
+    GraphCut("SETITEMS on " + WithArticle(KindName(t.kind)) + " at " + U64(op_offset_));
+  }
   t.literal = t.literal && AllLiteral(xi);
   t.count += (stack_.size() - xi) / 2;
   stack_.resize(xi);
@@ -889,6 +912,11 @@ void Machine::AddItems() {
     if (stack_[i]->Unhashable()) Fail(std::string("unhashable type: '") + KindName(stack_[i]->kind) + "'");
   }
   Mutate(mark - 1, "add", false);
+  if (graph_ && (t.kind == VKind::kSet || t.kind == VKind::kResult) &&
+      GraphHold(stack_[mark - 1], len - mark)) {
+    t.x().g_items.insert(t.x().g_items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark),
+                         stack_.end());
+  }
   t.literal = t.literal && AllLiteral(mark);
   t.count += len - mark;
   stack_.resize(mark);
@@ -915,6 +943,7 @@ void Machine::Build(ByteReader& r) {
     MergeState(inst, state, "state");
   }
   Mutate(stack_.size() - 1, "__setstate__", false);
+  if (graph_ && GraphHold(Top(), 1)) Top()->x().g_states.push_back(state);
   if (!joblib_) return;
   if (inst.special == Special::kJoblibWrapper) {
     JoblibRead(r, inst);
@@ -958,7 +987,8 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
       marks_.push_back(stack_.size());
       return;
     case '.': {  // STOP: the result must be above the fence
-      Pop();
+      Ref result = Pop();
+      ExportGraph(result);
       if (!stack_.empty() || !marks_.empty()) {
         Anomaly(PickleAnomalyKind::kDisagreement, core::Severity::kHigh, op_offset_,
                 "STOP leaves " + U64(stack_.size()) + " object(s) and " + U64(marks_.size()) +
@@ -1119,6 +1149,9 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
       d->literal = AllLiteral(i);
       for (size_t k = i; k + 1 < stack_.size(); k += 2) NoteEntry(*d, *stack_[k], stack_[k + 1]);
       d->count = (stack_.size() - i) / 2;
+      if (graph_ && GraphHold(d, 2 * d->count)) {
+        for (size_t k = i; k + 1 < stack_.size(); k += 2) d->x().g_entries.emplace_back(stack_[k], stack_[k + 1]);
+      }
       stack_.resize(i);
       Push(std::move(d));
       return;

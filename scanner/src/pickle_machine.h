@@ -89,6 +89,14 @@ struct Value {
     std::string unknown;
     // kNumpyDtype: numpy.dtype(typestr, align, copy).
     std::string typestr;
+    // Graph capture only (PickleOptions::capture_graph; see GraphHold):
+    // every item, entry and BUILD state, a call's callee and arguments, a
+    // persistent object's pid. Cleared when the stream ends (cycles).
+    bool g_held = false;
+    std::vector<Ref> g_items;
+    std::vector<std::pair<Ref, Ref>> g_entries;
+    std::vector<Ref> g_states;
+    Ref g_callee, g_args;
   };
 
   VKind kind = VKind::kNone;
@@ -176,7 +184,11 @@ class Machine {
     true_->kind = false_->kind = VKind::kBool;
     true_->int_value = 1;
     float_->kind = VKind::kFloat;
+    graph_ = options.capture_graph && depth == 0;
   }
+  ~Machine() { GraphRelease(); }
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
 
   // joblib_divergence is the offset just past the first BUILD where joblib
   // reads array data (or where the machine stopped at one), kNoOffset if
@@ -206,6 +218,15 @@ class Machine {
   void Salvage(ByteReader& r, const std::string& after, uint64_t streams, bool own_memo);
   void SalvageImport(std::string module, std::string qualname, const std::string& after,
                      const char* unresolved);
+
+  // --- graph capture (PickleOptions::capture_graph, top-level streams)
+  // GraphHold charges `n` references held by `v` to max_graph_refs and
+  // registers `v` for release; false (the graph is cut) past the limit.
+  bool GraphHold(const Ref& v, uint64_t n);
+  void GraphCut(const std::string& why);
+  void GraphCall(const Ref& result, const Ref& callee, const Ref& args, const Ref& kwargs);
+  void GraphRelease();
+  void ExportGraph(const Ref& root);
 
   // --- reading
   std::string_view ReadLine(ByteReader& r);
@@ -300,6 +321,13 @@ class Machine {
   uint64_t op_offset_ = 0;
   const char* op_name_ = "";
   std::unordered_map<std::string, size_t> allowed_calls_;
+  // Graph capture: on for a top-level machine asked to; per stream, the
+  // references held, why the graph was cut ("" while whole), and the
+  // values holding graph references (released when the stream ends).
+  bool graph_ = false;
+  uint64_t graph_refs_ = 0;
+  std::string graph_cut_;
+  std::vector<std::weak_ptr<Value>> graph_held_;
   // Immutable scalars: shared.
   Ref none_, true_, false_, float_;
 };

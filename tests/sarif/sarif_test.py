@@ -691,7 +691,7 @@ def region_on_text_findings(d):
 def emitted_ids():
     """Every MG- id string in the sources (not the table), with a file."""
     found = {}
-    for mod in ("core", "scanner", "signer", "policy", "cli", "api"):
+    for mod in ("core", "scanner", "signer", "convert", "policy", "cli", "api"):
         for root, _, files in os.walk(os.path.join(SOURCE_DIR, mod)):
             for n in files:
                 if not n.endswith((".cc", ".h")) or n == "findings_docs.cc":
@@ -706,7 +706,7 @@ def emitted_ids():
 def code_uses():
     """Every core::Code enumerator the sources name outside the table's readers."""
     used = set()
-    for mod in ("core", "scanner", "signer", "policy", "cli"):
+    for mod in ("core", "scanner", "signer", "convert", "policy", "cli"):
         for root, _, files in os.walk(os.path.join(SOURCE_DIR, mod)):
             for n in files:
                 if not n.endswith((".cc", ".h")) or n in ("codes.cc", "core.h", "findings_docs.cc"):

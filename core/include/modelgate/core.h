@@ -96,6 +96,13 @@ enum class Code : uint16_t {
   kSetPosition = 410,         // MG-SET-POSITION: signed set index/count disagree with the index
   kSetIncomplete = 411,       // MG-SET-INCOMPLETE: signed set cannot be recomputed
   kSetNotSigned = 412,        // MG-SET-NOT-SIGNED: shard signed without a set record
+  // Conversion of pickle checkpoints (`modelgate convert`).
+  kConvUnsupported = 500,     // MG-CONV-UNSUPPORTED: format, dtype or construct not rebuilt
+  kConvNotAllowed = 501,      // MG-CONV-NOT-ALLOWED: an object outside the rebuild allowlist
+  kConvNotTensor = 502,       // MG-CONV-NOT-TENSOR: a non-tensor leaf that is not a string
+  kConvStorage = 503,         // MG-CONV-STORAGE: a view past its storage, a bad record
+  kConvName = 504,            // MG-CONV-NAME: a key that makes no tensor name, or a duplicate
+  kConvLimit = 505,           // MG-CONV-LIMIT: a conversion limit
 };
 
 // Severity of a finding, most severe first.

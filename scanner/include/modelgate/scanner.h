@@ -156,6 +156,11 @@ struct PickleLimits {
   // Bytes of one imported module or qualname: no importable name is this
   // long, and each import record keeps a copy.
   uint64_t max_name_bytes = 512;
+  // Object references one stream's graph may hold (PickleOptions::
+  // capture_graph only: `modelgate convert`; a torch state dict needs ~20
+  // per tensor). Past it the stream's graph is dropped (graph_cut); the
+  // analysis itself is unaffected.
+  uint64_t max_graph_refs = 20'000'000;
 };
 
 // GlobalClass is what an imported global is allowed to be.
@@ -284,7 +289,44 @@ struct PickleTorchStorage {
   uint32_t stream = 0;
 };
 
+// PickleNode is one object of a pickle's object graph, as the machine
+// built it symbolically (nothing was called): literals, containers with
+// every item, the globals find_class returned, and call results that keep
+// their callee and arguments and what later opcodes did to them (APPENDS,
+// SETITEMS, BUILD). Items are indices into PickleGraph::nodes; a graph may
+// have cycles (a list that holds itself).
+inline constexpr uint32_t kNoNode = UINT32_MAX;
+struct PickleNode {
+  enum class Kind : uint8_t {
+    kNone, kBool, kInt, kFloat, kStr, kBytes, kTuple, kList, kDict, kSet, kFrozenSet,
+    kGlobal, kCall, kPersistent, kOther,
+  };
+  Kind kind = Kind::kOther;
+  bool int_fits = true;     // kInt: false past 64 bits (int_value is then 0)
+  int64_t int_value = 0;    // kInt, kBool
+  bool truncated = false;   // kStr: cut by max_string_bytes (never a name)
+  std::string text;         // kStr: the text; kGlobal: the module
+  std::string qualname;     // kGlobal
+  uint32_t callee = kNoNode;  // kCall
+  uint32_t args = kNoNode;    // kCall: the argument tuple; kPersistent: the pid
+  std::vector<uint32_t> items;  // tuple/list/set items; APPENDs on a call result
+  std::vector<std::pair<uint32_t, uint32_t>> entries;  // dict items; SETITEMs on a call result
+  std::vector<uint32_t> states;  // BUILD states applied, in order
+  uint64_t offset = core::kNoOffset;  // the opcode that made it
+};
+
+// PickleGraph is the object one top-level stream returns at STOP.
+struct PickleGraph {
+  uint32_t stream = 0;  // index into PickleAnalysis::streams
+  uint32_t root = kNoNode;
+  std::vector<PickleNode> nodes;
+};
+
 struct PickleAnalysis {
+  // capture_graph: one graph per top-level stream that reached STOP with
+  // its graph whole, in stream order. Empty when graph_cut says why.
+  std::vector<PickleGraph> graphs;
+  std::string graph_cut;
   std::vector<PickleStream> streams;
   std::vector<PickleImport> imports;
   std::vector<PickleCall> calls;
@@ -316,6 +358,9 @@ struct PickleOptions {
   // torch.jit.load's own unpickler, whose helpers (torch.jit._pickle.*) are
   // data constructors there. Elsewhere they stay critical.
   bool torchscript = false;
+  // capture_graph: also build PickleAnalysis::graphs (for `modelgate
+  // convert`, which rebuilds tensors from them); within max_graph_refs.
+  bool capture_graph = false;
 };
 
 // AnalyzePickle runs the pickle machine over `bytes`, which start at
@@ -452,5 +497,41 @@ FileScan ScanFile(const std::string& path, bool follow_symlink, const ScanOption
 // digest all read the same fd).
 FileScan ScanOpened(const core::OpenedFile& file, const std::string& path,
                     const ScanOptions& options);
+
+}  // namespace modelgate::scanner
+
+// --- PyTorch zip checkpoints, read for conversion ---
+namespace modelgate::scanner {
+
+// TorchRecord is one storage record `<prefix>/data/<key>` of a PyTorch zip
+// checkpoint: stored (uncompressed), so its bytes are [offset, offset +
+// bytes) of the file.
+struct TorchRecord {
+  std::string key;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+// TorchZipCheckpoint is what torch.load reads from a zip checkpoint
+// (torch.save since 1.6): the object graph of `<prefix>/data.pkl` (the
+// archive's first name up to '/' is the prefix, as PyTorchStreamReader
+// takes it) and where each storage record lies. Facts for rebuilding
+// tensors, not a verdict: the caller scans the file first.
+struct TorchZipCheckpoint {
+  std::string prefix;
+  uint64_t pickle_offset = 0;  // file offset of data.pkl's first byte
+  PickleGraph graph;
+  std::vector<TorchRecord> records;  // sorted by key
+  bool big_endian = false;           // `<prefix>/byteorder` says "big"
+};
+
+// ReadTorchZipCheckpoint reads `file` as a PyTorch zip checkpoint of plain
+// data (no TorchScript code/). Errors: kConvUnsupported (not such a zip, a
+// TorchScript archive, data.pkl unreadable or not one whole pickle, a
+// compressed or encrypted storage record), kConvLimit (max_graph_refs or a
+// container limit of `options`), kConvStorage (a record named twice, two
+// records sharing or overlapping bytes), kIoRead/kIoChanged (I/O).
+core::Result<TorchZipCheckpoint> ReadTorchZipCheckpoint(const core::OpenedFile& file,
+                                                        const ScanOptions& options);
 
 }  // namespace modelgate::scanner
