@@ -253,4 +253,45 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
   return Error{Code::kSigCrypto, kNoOffset, "internal: layout did not settle"};
 }
 
+core::Result<std::string> PlannedHeader(const core::Safetensors& st,
+                                        std::vector<std::pair<std::string, std::string>> metadata,
+                                        const StsigRecord* record,
+                                        std::span<const TensorDigest> digests,
+                                        uint64_t data_bytes, const core::Limits& limits) {
+  for (const auto& kv : metadata) {
+    if (internal::IsStsigKey(kv.first)) {
+      return Error{Code::kSigOptions, kNoOffset,
+                   "metadata key " + core::Quoted(kv.first) + " is reserved for signatures"};
+    }
+  }
+  if (record != nullptr) {
+    metadata.emplace_back(std::string(kStsigRecordsKey), internal::RecordsJson({record, 1}));
+    metadata.emplace_back(std::string(kStsigDigestsKey), internal::DigestsJson(digests));
+  }
+  std::string header = internal::SerializeHeader(st, std::move(metadata));
+  core::Status s = CheckVerifiable(header, data_bytes, limits, st.tensors.size(), record ? 1 : 0);
+  if (!s.ok()) return s.error();
+  return header;
+}
+
+core::Status SignPlanned(const core::Safetensors& st,
+                         const std::vector<std::pair<std::string, std::string>>& metadata,
+                         std::span<const TensorDigest> digests, const PrivateKey& key,
+                         StsigRecord* record) {
+  core::Status init = internal::EnsureSodium();
+  if (!init.ok()) return init.error();
+  if (key.alg() != KeyAlg::kEd25519) {
+    return Error{Code::kSigOptions, kNoOffset, "embedded STSIG v1 signatures are Ed25519"};
+  }
+  // SignedMessage reads the metadata from `st`: the planned file's.
+  core::Safetensors planned = st;
+  planned.metadata = metadata;
+  std::sort(planned.metadata.begin(), planned.metadata.end());
+  record->kid = key.public_key().kid;
+  auto message = SignedMessage(planned, *record, digests);
+  if (!message.ok()) return message.error();
+  record->sig = key.Sign(message.value());
+  return core::OkStatus();
+}
+
 }  // namespace modelgate::signer

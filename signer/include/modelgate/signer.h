@@ -309,6 +309,33 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
                                   const SignOptions& options,
                                   const std::string& out_path = "");
 
+// ---- headers for writers that lay out a file themselves (convert) ---------
+
+// PlannedHeader is the header text SignFile would write for the tensors of
+// `st` (data order; begin/end set; names, dtypes and shapes valid) and
+// `metadata` (no stsig.* keys; written sorted): compact, padded with spaces
+// so 8 + size is a multiple of 8. With `record` (Ed25519), it also holds
+// stsig.v1 = [record] and stsig.v1.sha256 = `digests` (one per tensor,
+// sorted by name); its length does not depend on the digest or signature
+// values, so a writer lays out the data with zero digests first. The
+// header is checked as verify will read it (ParseSafetensorsHeader under
+// `limits`, for a file of data_bytes after it): kSigOptions, naming the
+// rule, when it would break one.
+core::Result<std::string> PlannedHeader(const core::Safetensors& st,
+                                        std::vector<std::pair<std::string, std::string>> metadata,
+                                        const StsigRecord* record,
+                                        std::span<const TensorDigest> digests,
+                                        uint64_t data_bytes, const core::Limits& limits);
+
+// SignPlanned signs `record` (kid, created, model, version, set filled in)
+// with `key` over the tensors of `st`, `metadata` (no stsig.* keys) and
+// `digests` (sorted by name, of the bytes written): sets record->sig.
+// Ed25519 keys only (kSigOptions otherwise).
+core::Status SignPlanned(const core::Safetensors& st,
+                         const std::vector<std::pair<std::string, std::string>>& metadata,
+                         std::span<const TensorDigest> digests, const PrivateKey& key,
+                         StsigRecord* record);
+
 // ---- verify -------------------------------------------------------------------
 
 enum class SigStatus : uint8_t { kValid, kInvalid, kMissing, kUntrusted };
