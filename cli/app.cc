@@ -478,6 +478,46 @@ AppDefinition BuildApp(CommonOptions* opts) {
       "MODELGATE_PKCS11_PIN, the PIN of a pkcs11: --key's token (--passphrase-file and "
       "--pin-file win over them). No option takes a passphrase or PIN itself.");
 
+  CLI::App* convert = b.Command(root, "convert",
+                                "Convert a PyTorch checkpoint (torch.save zip: pytorch_model.bin, "
+                                ".pt, .pth) to safetensors without unpickling it: the file is "
+                                "scanned, then only the allowlisted tensor rebuilding calls are "
+                                "followed; anything else refuses it and nothing is written.",
+                                "-o OUT.safetensors [OPTIONS] IN", false, RunConvert);
+  b.Operands(convert, "IN", "the checkpoint to convert");
+  b.File(convert, "-o,--output", &opts->out_path, "FILE",
+         "write the safetensors file to FILE (replaced atomically, only on success)",
+         std::string(kRequiredDefault));
+  b.File(convert, "--key", &opts->key, "FILE",
+         "sign the output with this Ed25519 key (STSIG v1) in the same write", "unsigned");
+  b.Value(convert, "--model", &opts->model, "NAME", "with --key: model name recorded in the signature",
+          "none");
+  CLI::Option* cversion =
+      convert->add_option_function<std::string>(
+              "--version",
+              [opts](const std::string& v) {
+                uint64_t n = 0;
+                if (ParseU64(v, &n)) opts->version = n;
+              },
+              "with --key: model version recorded in the signature (unsigned 64-bit integer)")
+          ->type_name("N")
+          ->default_str("0");
+  cversion->check(CLI::Validator(
+      [](std::string& v) -> std::string {
+        uint64_t n = 0;
+        return ParseU64(v, &n) ? "" : "needs an unsigned 64-bit integer, not " + Arg(v);
+      },
+      "", ""));
+  b.Flag(convert, "--drop-non-tensors", &opts->drop_non_tensors,
+         "drop (and list) leaves that are neither tensors nor strings instead of refusing the file");
+  b.FailOn(convert);
+  b.Yara(convert);
+  b.Quiet(convert, "no summary on stdout");
+  convert->footer(
+      "Exit status: 0 converted; 1 refused (a scan finding at or above --fail-on, or an "
+      "MG-CONV-* finding: nothing was written); 2 a usage error, or the input or key could not "
+      "be read or the output not written.");
+
   CLI::App* verify = b.Command(root, "verify",
                                "Check the signatures embedded in safetensors files (and "
                                "their shard sets) against trusted public keys; with --sig, a "

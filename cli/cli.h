@@ -220,6 +220,7 @@ int RunScan(const CommonOptions& opts);
 int RunInspect(const CommonOptions& opts);
 int RunKeygen(const CommonOptions& opts);
 int RunSign(const CommonOptions& opts);
+int RunConvert(const CommonOptions& opts);
 int RunVerify(const CommonOptions& opts);
 int RunCheck(const CommonOptions& opts);
 int RunPolicyLint(const CommonOptions& opts);

@@ -50,6 +50,7 @@ struct CommonOptions {
   std::string model;                   // sign --model
   std::optional<uint64_t> version;     // sign --version
   bool detached = false;               // sign --detached
+  bool drop_non_tensors = false;       // convert --drop-non-tensors
   std::vector<std::string> ignore;     // sign --detached --ignore PATH (repeatable)
   std::string sig_path;                // verify/check --sig FILE (a detached bundle)
   bool allow_unsigned_files = false;   // verify --sig: files the bundle lacks pass

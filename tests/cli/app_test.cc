@@ -71,7 +71,7 @@ TEST_CASE("every command's --help lists each of its options with its help text a
   const mc::AppDefinition def = mc::BuildApp(&opts);
   std::vector<const CLI::App*> commands = mc::Commands(def);
   commands.insert(commands.begin(), def.app.get());
-  REQUIRE(commands.size() == 11);  // the program, 8 commands, policy, policy lint, help
+  REQUIRE(commands.size() == 12);  // the program, 9 commands, policy, policy lint, help
   for (const CLI::App* c : commands) {
     const std::string& path = def.Info(c).path;
     CAPTURE(path);
@@ -198,8 +198,8 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "modelgate: scan: unknown option '--bogus\\x1b[2J'; run 'modelgate scan --help' for "
        "usage\n"},
       {{"scan", "x", "--version"},
-       "modelgate: scan: unknown option '--version' (--version is an option of sign or modelgate "
-       "itself, before the command); run 'modelgate scan --help' for usage\n"},
+       "modelgate: scan: unknown option '--version' (--version is an option of sign, convert or "
+       "modelgate itself, before the command); run 'modelgate scan --help' for usage\n"},
       {{"help", "scan", "x"},
        "modelgate: help: unknown command 'scan x' (scan has no commands); run 'modelgate help "
        "--help' for usage\n"},
@@ -208,8 +208,8 @@ TEST_CASE("a usage error is one line naming the word, a hint and where the usage
        "modelgate: policy: policy needs a command: lint; run 'modelgate policy --help' for "
        "usage\n"},
       {{"help", "frob"},
-       "modelgate: help: unknown command 'frob' (scan, inspect, keygen, sign, verify, check, "
-       "serve, policy or help); run 'modelgate help --help' for usage\n"},
+       "modelgate: help: unknown command 'frob' (scan, inspect, keygen, sign, convert, verify, "
+       "check, serve, policy or help); run 'modelgate help --help' for usage\n"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);

@@ -1,0 +1,125 @@
+// modelgate convert: PyTorch checkpoints to safetensors without unpickling
+// them. The file is scanned first (the same loader models as `scan`); a
+// finding at or above the bar refuses it. Then the scanner's pickle
+// machine builds data.pkl's object graph symbolically, and only the
+// allowlisted rebuild path is followed (torch._utils._rebuild_tensor_v2,
+// _rebuild_tensor, _rebuild_parameter, _rebuild_parameter_with_state over
+// typed storages; dict, collections.OrderedDict, str and the plain scalars
+// around them); anything else refuses the file. Nothing is written unless
+// the whole file converts: the output is an AtomicOutput committed last.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "modelgate/core.h"
+#include "modelgate/scanner.h"
+#include "modelgate/signer.h"
+
+namespace modelgate::convert {
+
+// ConvertLimits bound what one conversion writes; each has tests at N and
+// N+1 (tests/convert). Past one: MG-CONV-LIMIT naming it, nothing written.
+struct ConvertLimits {
+  // Tensors written (the safetensors core's default max_tensors).
+  uint64_t max_tensors = 1'000'000;
+  // Bytes of one tensor as written (contiguous).
+  uint64_t max_tensor_bytes = 64ull << 30;
+  // Bytes of all tensors written.
+  uint64_t max_total_bytes = 1ull << 40;
+  // Nesting of dicts in the state dict (a plain one is 1).
+  uint64_t max_depth = 16;
+  // Dimensions of one tensor (the safetensors core's max_rank).
+  uint64_t max_rank = 64;
+};
+
+struct ConvertOptions {
+  scanner::ScanOptions scan;
+  // A scan finding at or above this severity refuses the conversion.
+  core::Severity fail_on = core::Severity::kHigh;
+  ConvertLimits limits;
+  // Non-tensor leaves that are not strings are dropped (and listed) rather
+  // than refusing the file.
+  bool drop_non_tensors = false;
+  // Signs the output (STSIG v1, Ed25519) in the same write when set.
+  const signer::PrivateKey* key = nullptr;
+  std::string model;
+  uint64_t version = 0;
+  std::optional<uint64_t> created;  // unix seconds; unset: now
+};
+
+// ConvertedTensor is one tensor written.
+struct ConvertedTensor {
+  std::string name;      // dotted, as flattened
+  core::Dtype dtype = core::Dtype::kU8;
+  std::vector<uint64_t> shape;
+  std::string storage;   // the storage record's key
+  uint64_t bytes = 0;
+  bool contiguous = true;  // false: a view written contiguous
+};
+
+struct ConvertReport {
+  bool converted = false;
+  // The source could not be read, or the output not written: the gate
+  // could not finish (exit 2), as opposed to a refusal (exit 1).
+  bool io_error = false;
+  // Why the file was not converted: the scan findings at or above the bar,
+  // or the converter's own MG-CONV-* finding. Empty when converted.
+  std::vector<scanner::Finding> blocking;
+  // The scan's findings below the bar (e.g. MG-PK-PICKLE-FORMAT).
+  std::vector<scanner::Finding> scan_findings;
+  scanner::Format format = scanner::Format::kUnknown;
+  std::string source_sha256;
+  std::vector<ConvertedTensor> tensors;  // in name order (= data order)
+  // String leaves written to __metadata__ (name, value).
+  std::vector<std::pair<std::string, std::string>> string_leaves;
+  // Non-tensor leaves dropped on request: "name (kind)".
+  std::vector<std::string> dropped;
+  // Tensors that share one storage: each group (2 or more names, sorted),
+  // each tensor written with its own bytes.
+  std::vector<std::vector<std::string>> shared;
+  uint64_t file_size = 0;
+  uint64_t header_bytes = 0;
+  bool signed_output = false;
+  signer::KeyId kid{};
+};
+
+// Convert converts the file open as `in` (reported as `in_path`, whose
+// extension is the claim the scan judges) to `out_path`. Never throws;
+// on any refusal or error nothing exists at `out_path` that was not there.
+ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
+                      const std::string& out_path, const ConvertOptions& options);
+
+// ---- the rebuild step alone (for tests and the fuzz target) ----------------
+
+// TensorPlan is one tensor as the graph describes it: elements of `dtype`
+// at `offset` (in elements) of storage `key`, with sizes and strides.
+struct TensorPlan {
+  std::string name;
+  core::Dtype dtype = core::Dtype::kU8;
+  std::string key;
+  uint64_t storage_numel = 0;
+  uint64_t offset = 0;
+  std::vector<uint64_t> shape;
+  std::vector<uint64_t> stride;
+  uint64_t node_offset = core::kNoOffset;  // the opcode that made the tensor
+};
+
+struct StateDictPlan {
+  std::vector<TensorPlan> tensors;  // in name order
+  std::vector<std::pair<std::string, std::string>> string_leaves;
+  std::vector<std::string> dropped;
+};
+
+// PlanStateDict follows `graph` from its root along the allowlisted path
+// only: kConvNotAllowed, kConvUnsupported, kConvNotTensor, kConvName,
+// kConvLimit (max_tensors, max_depth, max_rank), kConvStorage (a view past
+// its storage, one key read as two dtypes or numels) with the offset of the
+// node at fault.
+core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph,
+                                          const ConvertLimits& limits, bool drop_non_tensors);
+
+}  // namespace modelgate::convert

@@ -1,0 +1,99 @@
+// fuzz_convert: the conversion path's reading on arbitrary bytes taken as a
+// data.pkl: the pickle machine with graph capture (default and tight
+// max_graph_refs), then convert::PlanStateDict (default and tight limits,
+// dropping non-tensors or not). Invariants: never crashes or hangs; the
+// analysis is the one made without capture (same imports, calls, streams);
+// every graph index is in range; a plan has unique names, no more tensors
+// than max_tensors, ranks within max_rank, and every view inside its
+// storage; an error has a conversion code and an offset inside the input.
+#include <cstdint>
+#include <set>
+#include <span>
+#include <string>
+
+#include "modelgate/convert.h"
+
+namespace {
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+void CheckGraph(const modelgate::scanner::PickleGraph& g) {
+  using modelgate::scanner::kNoNode;
+  const size_t n = g.nodes.size();
+  Check(g.root < n);
+  auto ok = [&](uint32_t i) { return i == kNoNode || i < n; };
+  for (const auto& node : g.nodes) {
+    Check(ok(node.callee) && ok(node.args));
+    for (uint32_t i : node.items) Check(ok(i));
+    for (const auto& [k, v] : node.entries) Check(ok(k) && ok(v));
+    for (uint32_t i : node.states) Check(ok(i));
+  }
+}
+
+void Plan(const modelgate::scanner::PickleGraph& g, const modelgate::convert::ConvertLimits& lim,
+          bool drop, uint64_t size) {
+  using namespace modelgate;
+  auto r = convert::PlanStateDict(g, lim, drop);
+  if (!r.ok()) {
+    const auto c = static_cast<uint16_t>(r.error().code);
+    Check(c >= static_cast<uint16_t>(core::Code::kConvUnsupported) &&
+          c <= static_cast<uint16_t>(core::Code::kConvLimit));
+    Check(r.error().offset == core::kNoOffset || r.error().offset < size);
+    return;
+  }
+  const auto& p = r.value();
+  Check(p.tensors.size() <= lim.max_tensors);
+  std::set<std::string> names;
+  for (const auto& t : p.tensors) {
+    Check(names.insert(t.name).second);
+    Check(t.shape.size() == t.stride.size() && t.shape.size() <= lim.max_rank);
+    bool empty = false;
+    for (uint64_t d : t.shape) empty |= d == 0;
+    if (empty) continue;
+    // Recomputed with overflow checks: the plan must have refused a wrap.
+    uint64_t last = t.offset;
+    for (size_t i = 0; i < t.shape.size(); ++i) {
+      uint64_t step = 0;
+      Check(!__builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &step));
+      Check(!__builtin_add_overflow(last, step, &last));
+    }
+    Check(last < t.storage_numel);
+  }
+  for (const auto& s : p.string_leaves) Check(names.insert(s.first).second);
+  Check(drop || p.dropped.empty());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace modelgate;
+  std::span<const uint8_t> in(data, size);
+  scanner::PickleOptions plain;
+  plain.limits.max_opcodes = 100'000;
+  scanner::PickleOptions cap = plain;
+  cap.capture_graph = true;
+  const scanner::PickleAnalysis a = scanner::AnalyzePickle(in, plain);
+  const scanner::PickleAnalysis b = scanner::AnalyzePickle(in, cap);
+  Check(a.imports.size() == b.imports.size() && a.calls.size() == b.calls.size() &&
+        a.streams.size() == b.streams.size() && a.anomalies.size() == b.anomalies.size() &&
+        a.incomplete == b.incomplete);
+  Check(a.graphs.empty());
+  Check(b.graphs.empty() || b.graph_cut.empty());
+  convert::ConvertLimits tight;
+  tight.max_tensors = 3;
+  tight.max_depth = 2;
+  tight.max_rank = 2;
+  for (const auto& g : b.graphs) {
+    CheckGraph(g);
+    Plan(g, {}, false, size);
+    Plan(g, tight, true, size);
+  }
+  scanner::PickleOptions small = cap;
+  small.limits.max_graph_refs = 8;
+  const scanner::PickleAnalysis c = scanner::AnalyzePickle(in, small);
+  Check(c.imports.size() == a.imports.size());
+  for (const auto& g : c.graphs) CheckGraph(g);
+  return 0;
+}

@@ -1,0 +1,338 @@
+"""Round trips of `modelgate convert` (issue 15) against Debian's torch.
+
+Each checkpoint is made here, at test time, by torch.save (or, for the
+hostile and edge cases, laid out as torch.save lays it out by Python's own
+pickle and zipfile). For every one that converts, torch.load of the
+original and the independent reader in tests/python/st_reference.py give
+the same tensors: names (dotted, flattened), dtype, shape and every byte.
+Every refusal leaves no output file and exits 1 with the finding named.
+
+usage: roundtrip_test.py MODELGATE
+"""
+import collections
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import st_reference  # noqa: E402
+
+MODELGATE = sys.argv[1]
+FAILURES = []
+
+ST_DTYPE = {
+    torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+    torch.uint8: "U8", torch.bool: "BOOL", torch.complex64: "C64",
+}
+
+
+def check(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print("FAIL:", what)
+
+
+def run(*args):
+    p = subprocess.run([MODELGATE, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def flatten(obj, prefix=""):
+    """flatten is {dotted name: value} of nested dicts, as convert names them."""
+    out = {}
+    for k, v in obj.items():
+        name = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(flatten(v, name))
+        else:
+            out[name] = v
+    return out
+
+
+def le_bytes(t):
+    """le_bytes is a tensor's elements, row-major, little-endian."""
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    a = t.numpy()
+    return a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def read_header(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    header, _ = st_reference.read_header(data)
+    return header
+
+
+def converts(name, path, expect_shared=(), extra=(), expect_dropped=()):
+    out = path + ".safetensors"
+    code, so, se = run("convert", "-o", out, *extra, path)
+    check(code == 0, f"{name}: exit {code}, stderr {se.strip()}")
+    if code != 0:
+        return None
+    original = flatten(torch.load(path, map_location="cpu"))
+    tensors, metadata = st_reference.read(out)
+    header = read_header(out)
+    want = {k: v for k, v in original.items() if isinstance(v, torch.Tensor)}
+    check(sorted(tensors) == sorted(want), f"{name}: names {sorted(tensors)} != {sorted(want)}")
+    for k, t in want.items():
+        if k not in tensors:
+            continue
+        h = header[k]
+        check(h["dtype"] == ST_DTYPE[t.dtype], f"{name}: {k} dtype {h['dtype']} for {t.dtype}")
+        check(h["shape"] == list(t.shape), f"{name}: {k} shape {h['shape']} != {list(t.shape)}")
+        check(tensors[k].tobytes() == le_bytes(t), f"{name}: {k} bytes differ")
+    strings = {k: v for k, v in original.items() if isinstance(v, str)}
+    for k, v in strings.items():
+        check(metadata.get(k) == v, f"{name}: string leaf {k} not in __metadata__")
+    with open(path, "rb") as f:
+        import hashlib
+        digest = hashlib.sha256(f.read()).hexdigest()
+    check(metadata.get("modelgate.source.sha256") == digest, f"{name}: source sha256 missing or wrong")
+    check(metadata.get("format") == "pt", f"{name}: format is not pt")
+    for group in expect_shared:
+        line = "shared storage (each written with its own bytes): " + " ".join(f'"{n}"' for n in group)
+        check(line in so, f"{name}: shared {group} not reported in {so!r}")
+    for d in expect_dropped:
+        check(f'dropped "{d}"' in so, f"{name}: dropped {d} not listed in {so!r}")
+    return out
+
+
+def refused(name, path, finding, extra=(), exit_code=1):
+    out = path + ".safetensors"
+    code, _, se = run("convert", "-o", out, *extra, path)
+    check(code == exit_code, f"{name}: exit {code} (want {exit_code}), stderr {se.strip()}")
+    check(finding in se, f"{name}: {finding} not in stderr {se.strip()!r}")
+    check("nothing was written" in se, f"{name}: no 'nothing was written' line")
+    check(not os.path.exists(out), f"{name}: an output file was written")
+    leftovers = [n for n in os.listdir(os.path.dirname(out)) if ".mg-tmp-" in n]
+    check(not leftovers, f"{name}: temp files left: {leftovers}")
+
+
+# ---- hand-laid checkpoints (torch.save's layout, any content) ---------------
+
+class Storage:
+    """A storage torch.save would name by persistent id."""
+    def __init__(self, stype, key, numel):
+        self.stype, self.key, self.numel = stype, key, numel
+
+
+class Tensor:
+    """Pickles as torch.save pickles a tensor: _rebuild_tensor_v2."""
+    def __init__(self, storage, offset, size, stride):
+        self.args = (storage, offset, tuple(size), tuple(stride), False, collections.OrderedDict())
+
+    def __reduce__(self):
+        return (torch._utils._rebuild_tensor_v2, self.args)
+
+
+class Reduce:
+    """Pickles as a call of `func` with `args` (nothing runs here)."""
+    def __init__(self, func, args):
+        self.func, self.args = func, args
+
+    def __reduce__(self):
+        return (self.func, self.args)
+
+
+class Pickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, Storage):
+            return ("storage", obj.stype, obj.key, "cpu", obj.numel)
+        return None
+
+
+def write_zip(path, obj, storages):
+    """write_zip lays out archive/data.pkl and archive/data/<key> stored."""
+    buf = io.BytesIO()
+    Pickler(buf, protocol=2).dump(obj)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", buf.getvalue())
+        for key, raw in storages.items():
+            z.writestr(f"archive/data/{key}", raw)
+        z.writestr("archive/version", "3\n")
+
+
+def main():
+    d = tempfile.mkdtemp(prefix="mg-convert-")
+    torch.manual_seed(0)
+
+    # Layers a registry sees: conv, batch norm, embedding, LSTM, linear.
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.bn = nn.BatchNorm2d(4)
+            self.emb = nn.Embedding(10, 5)
+            self.lstm = nn.LSTM(5, 6, num_layers=2)
+            self.fc = nn.Linear(6, 2)
+    net = Net()
+    net.bn.running_mean.uniform_()
+    p = os.path.join(d, "pytorch_model.bin")
+    torch.save(net.state_dict(), p)
+    converts("state dict", p)
+
+    # Every dtype safetensors names; empty and 0-dim tensors.
+    dt = {
+        "f32": torch.randn(3, 4), "f64": torch.randn(2, 2, dtype=torch.float64),
+        "f16": torch.randn(5).half(), "bf16": torch.randn(7).bfloat16(),
+        "i64": torch.arange(-3, 3), "i32": torch.arange(6, dtype=torch.int32).reshape(2, 3),
+        "i16": torch.tensor([-2, 7], dtype=torch.int16), "i8": torch.tensor([-128, 127], dtype=torch.int8),
+        "u8": torch.tensor([0, 255], dtype=torch.uint8), "bool": torch.tensor([True, False, True]),
+        "c64": torch.randn(3, dtype=torch.complex64), "empty": torch.zeros(0, 3),
+        "scalar": torch.tensor(2.5), "nan": torch.tensor([float("nan"), float("inf"), -0.0]),
+    }
+    p = os.path.join(d, "dtypes.pt")
+    torch.save(dt, p)
+    converts("dtypes", p)
+
+    # Views over shared storages: each written with its own bytes.
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    views = {"base": base, "t": base.t(), "rows": base[1:3], "cols": base[:, ::2],
+             "narrow": base.narrow(1, 2, 3), "elem": base[2, 5], "expand": base[0:1, 0:2].expand(3, 2)}
+    p = os.path.join(d, "views.pt")
+    torch.save(views, p)
+    converts("views", p, expect_shared=[sorted(views)])
+
+    # Nested dicts flatten to dotted names; strings go to __metadata__.
+    nested = {"model": {"encoder": {"w": torch.ones(2)}, "head.b": torch.zeros(1)},
+              "config_name": "tiny"}
+    p = os.path.join(d, "nested.pt")
+    torch.save(nested, p)
+    converts("nested", p)
+
+    # Parameters (nn.Parameter pickles through _rebuild_parameter).
+    p = os.path.join(d, "params.pt")
+    torch.save({"w": nn.Parameter(torch.randn(3, 3)), "b": nn.Parameter(torch.zeros(3), requires_grad=False)}, p)
+    converts("parameters", p)
+
+    # Non-tensor leaves: refused unless dropped, then listed.
+    p = os.path.join(d, "leaves.pt")
+    torch.save({"w": torch.ones(2), "epoch": 3, "lr": 0.1, "steps": [1, 2]}, p)
+    refused("non-tensor leaves", p, "MG-CONV-NOT-TENSOR")
+    converts("non-tensor leaves dropped", p, extra=("--drop-non-tensors",),
+             expect_dropped=["epoch", "lr", "steps"])
+
+    # A signed output verifies with the key's public half.
+    key = os.path.join(d, "k")
+    code, _, se = run("keygen", "--out", key)
+    check(code == 0, f"keygen: {se}")
+    p = os.path.join(d, "signed.pt")
+    torch.save({"w": torch.randn(4, 4), "v": torch.arange(3)}, p)
+    out = converts("signed", p, extra=("--key", key + ".key", "--model", "org/tiny", "--version", "7"))
+    if out:
+        code, so, se = run("verify", "--pubkey", key + ".pub", "-f", "json", out)
+        check(code == 0, f"signed: verify exit {code}: {so} {se}")
+        if code == 0:
+            sig = json.loads(so)["files"][0]["signature"]
+            check(sig["status"] == "valid", f"signed: status {sig}")
+    fresh = os.path.join(d, "never.safetensors")
+    code, _, se = run("convert", "-o", fresh, "--version", "3", p)
+    check(code == 2 and "need --key" in se and not os.path.exists(fresh),
+          f"--version without --key: exit {code}, {se.strip()}")
+
+    # Hand-laid edge cases that torch.load itself reads.
+    fs = torch.FloatStorage
+    raw = torch.arange(6, dtype=torch.float32).numpy().tobytes()
+    p = os.path.join(d, "handmade.pt")
+    s0 = Storage(fs, "0", 6)
+    write_zip(p, collections.OrderedDict([("a", Tensor(s0, 1, (2, 2), (1, 2))), ("b", Tensor(s0, 0, (6,), (1,)))]),
+              {"0": raw})
+    converts("hand-laid strided", p, expect_shared=[["a", "b"]])
+
+    # A byteorder record saying "big" (torch >= 2.1 on a big-endian host):
+    # the output is little-endian all the same. torch 1.13 cannot read such
+    # a file, so the expected values come from numpy.
+    import numpy as np
+    values = {"f": np.array([1.5, -2.25, 3e38], dtype=">f4"), "h": np.array([0.5, -1.0], dtype=">f2"),
+              "q": np.array([1, -2, 2**40], dtype=">i8"), "c": np.array([1 + 2j, -3.5j], dtype=">c8"),
+              "b": np.array([1, 0, 1], dtype="|b1")}
+    stypes = {"f": fs, "h": torch.HalfStorage, "q": torch.LongStorage, "c": torch.ComplexFloatStorage,
+              "b": torch.BoolStorage}
+    p = os.path.join(d, "bigendian.pt")
+    obj = {k: Tensor(Storage(stypes[k], k, len(v)), 0, (len(v),), (1,)) for k, v in values.items()}
+    write_zip(p, obj, {k: v.tobytes() for k, v in values.items()})
+    with zipfile.ZipFile(p, "a") as z:
+        z.writestr("archive/byteorder", "big")
+    out = p + ".safetensors"
+    code, _, se = run("convert", "-o", out, p)
+    check(code == 0, f"big-endian: exit {code}: {se}")
+    if code == 0:
+        got, _ = st_reference.read(out)
+        for k, v in values.items():
+            want = v.astype(v.dtype.newbyteorder("<")).tobytes()
+            check(got[k].tobytes() == want, f"big-endian: {k} not little-endian in the output")
+
+    # ---- refusals: nothing is written ---------------------------------------
+    # A view past its storage (torch.load would read out of bounds or fail).
+    p = os.path.join(d, "oob.pt")
+    write_zip(p, {"a": Tensor(Storage(fs, "0", 6), 4, (2, 2), (2, 1))}, {"0": raw})
+    refused("view past storage", p, "MG-CONV-STORAGE")
+    # A storage record shorter than its numel says.
+    p = os.path.join(d, "short.pt")
+    write_zip(p, {"a": Tensor(Storage(fs, "0", 6), 0, (6,), (1,))}, {"0": raw[:20]})
+    refused("short record", p, "MG-CONV-STORAGE")
+    # One key named as two dtypes.
+    p = os.path.join(d, "twotypes.pt")
+    write_zip(p, {"a": Tensor(Storage(fs, "0", 6), 0, (6,), (1,)),
+                  "b": Tensor(Storage(torch.IntStorage, "0", 6), 0, (6,), (1,))}, {"0": raw})
+    refused("two dtypes", p, "MG-CONV-STORAGE")
+    # A missing record.
+    p = os.path.join(d, "missing.pt")
+    write_zip(p, {"a": Tensor(Storage(fs, "1", 6), 0, (6,), (1,))}, {"0": raw})
+    refused("missing record", p, "MG-CONV-STORAGE")
+    # complex128 has no safetensors dtype.
+    p = os.path.join(d, "c128.pt")
+    torch.save({"c": torch.randn(2, dtype=torch.complex128)}, p)
+    refused("complex128", p, "MG-CONV-UNSUPPORTED")
+    # An allowlisted global called outside the rebuild path.
+    p = os.path.join(d, "notallowed.pt")
+    write_zip(p, {"a": Reduce(collections.OrderedDict, ([("x", 1)],))}, {})
+    refused("OrderedDict with arguments", p, "MG-CONV-NOT-ALLOWED")
+    # Code execution and unknown imports: the scan refuses first.
+    p = os.path.join(d, "os_system.pt")
+    write_zip(p, {"a": Reduce(os.system, ("true",))}, {})
+    refused("os.system", p, "MG-PK-CRITICAL-IMPORT")
+    p = os.path.join(d, "eval.pt")
+    write_zip(p, {"a": Reduce(eval, ("1",))}, {})
+    refused("builtins.eval", p, "MG-PK-CRITICAL-IMPORT")
+    p = os.path.join(d, "counter.pt")
+    write_zip(p, {"a": Reduce(collections.Counter, ())}, {})
+    refused("an allowlisted global that rebuilds no tensor", p, "MG-CONV-NOT-ALLOWED")
+    p = os.path.join(d, "unknown.pt")
+    write_zip(p, {"a": Reduce(Storage, (1, 2, 3))}, {})
+    refused("unknown import", p, "MG-PK-UNKNOWN-IMPORT")
+    p = os.path.join(d, "evil.pkl")
+    with open(p, "wb") as f:
+        pickle.dump(Reduce(os.system, ("true",)), f, protocol=2)
+    refused("raw pickle with os.system", p, "MG-PK-CRITICAL-IMPORT")
+    # Formats not converted yet in this version (legacy, plain pickle).
+    p = os.path.join(d, "legacy.pt")
+    torch.save({"w": torch.ones(2)}, p, _use_new_zipfile_serialization=False)
+    refused("legacy format (not yet)", p, "MG-CONV-UNSUPPORTED")
+    # An existing output is left as it was on refusal.
+    p = os.path.join(d, "oob.pt")
+    with open(p + ".safetensors", "wb") as f:
+        f.write(b"keep")
+    code, _, _ = run("convert", "-o", p + ".safetensors", p)
+    with open(p + ".safetensors", "rb") as f:
+        check(code == 1 and f.read() == b"keep", "refusal replaced an existing output")
+
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s)")
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
