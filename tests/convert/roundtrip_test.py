@@ -320,6 +320,36 @@ def main():
     p = os.path.join(d, "legacy.pt")
     torch.save({"w": torch.ones(2)}, p, _use_new_zipfile_serialization=False)
     refused("legacy format (not yet)", p, "MG-CONV-UNSUPPORTED")
+    # Every hostile pickle of the scanner's fixtures (tests/scanner/
+    # make_pickles.py), as the data.pkl of a torch zip: the scan's own
+    # finding refuses it and nothing is written. The hand-assembled torch
+    # data.pkl among them converts.
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scanner"))
+    import make_pickles  # noqa: E402
+    blocking = set(make_pickles.BLOCKING.split(","))
+    hostile = 0
+    for fname, data, must, _ in make_pickles.fixtures():
+        p = os.path.join(d, "fixture_" + fname + ".pt")
+        with zipfile.ZipFile(p, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("archive/data.pkl", data)
+            z.writestr("archive/data/0", bytes(24))
+            z.writestr("archive/version", "3\n")
+        ids = [i for i in must.split(",") if i in blocking]
+        if fname == "torch_data.pkl":
+            out = p + ".safetensors"
+            code, _, se = run("convert", "-o", out, p)
+            check(code == 0, f"{fname}: exit {code}: {se}")
+            if code == 0:
+                h = read_header(out)
+                check(h["fc.weight"]["shape"] == [2, 3], f"{fname}: shape {h['fc.weight']}")
+        elif ids:
+            hostile += 1
+            out = p + ".safetensors"
+            code, _, se = run("convert", "-o", out, p)
+            check(code == 1 and any(i in se for i in ids) and not os.path.exists(out),
+                  f"{fname}: exit {code}, want one of {ids}: {se.strip()}")
+    check(hostile >= 25, f"only {hostile} hostile fixtures")
+
     # An existing output is left as it was on refusal.
     p = os.path.join(d, "oob.pt")
     with open(p + ".safetensors", "wb") as f:
