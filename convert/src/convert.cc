@@ -18,10 +18,10 @@ using core::Error;
 using core::Quoted;
 
 // Reads of a storage are at most this many bytes at a time; a view's
-// storage window up to kGatherWindowBytes is read whole and gathered in
-// memory, a larger one run by run (never the whole model in memory).
+// storage window up to ConvertLimits::gather_window_bytes is read whole and
+// gathered in memory, a larger one run by run (never the whole model in
+// memory; PlanStateDict bounded those reads by max_view_reads).
 constexpr uint64_t kChunkBytes = 4ull << 20;
-constexpr uint64_t kGatherWindowBytes = 64ull << 20;
 
 uint64_t ElemBytes(core::Dtype d) { return core::DtypeBits(d) / 8; }
 
@@ -62,7 +62,8 @@ class Writer {
 };
 
 // CopyTensor writes tensor `t` (its storage at `rec_offset` of `fd`) row-major.
-core::Status CopyTensor(int fd, uint64_t rec_offset, const TensorPlan& t, Writer& w) {
+core::Status CopyTensor(int fd, uint64_t rec_offset, const TensorPlan& t, uint64_t gather_window_bytes,
+                        Writer& w) {
   const uint64_t el = ElemBytes(t.dtype);
   uint64_t numel = 1;
   for (uint64_t d : t.shape) numel *= d;  // checked by the plan's byte count
@@ -93,7 +94,7 @@ core::Status CopyTensor(int fd, uint64_t rec_offset, const TensorPlan& t, Writer
   for (size_t i = 0; i < rank; ++i) last += (t.shape[i] - 1) * t.stride[i];
   const uint64_t window = (last - t.offset + 1) * el;
   std::vector<uint8_t> win;
-  if (window <= kGatherWindowBytes) {
+  if (window <= gather_window_bytes) {
     win.resize(window);
     if (auto s = core::PreadExact(fd, rec_offset + t.offset * el, win); !s.ok()) return s;
   }
@@ -115,7 +116,6 @@ core::Status CopyTensor(int fd, uint64_t rec_offset, const TensorPlan& t, Writer
       idx[d] = 0;
       if (d == 0) return w.Flush();
     }
-    if (inner == 0) return w.Flush();
   }
 }
 
@@ -266,7 +266,9 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const TensorPlan& t = plan.tensors[i];
     Writer w(out, data_start + st.tensors[i].begin, zip.big_endian, t.dtype, sign);
-    if (auto s = CopyTensor(in.fd, records[t.key]->offset, t, w); !s.ok()) return refuse(s.error());
+    if (auto s = CopyTensor(in.fd, records[t.key]->offset, t, options.limits.gather_window_bytes, w); !s.ok()) {
+      return refuse(s.error());
+    }
     if (sign) digests[i].second = w.Digest();
   }
   std::string header = layout.value();

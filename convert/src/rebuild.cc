@@ -88,6 +88,18 @@ class Planner {
                        " leaf value(s) are neither tensors nor strings: " + list +
                        "; --drop-non-tensors drops them"};
     }
+    // Views too wide to gather in memory are read run by run: bounded.
+    uint64_t reads = 0;
+    for (const TensorPlan& t : tensors_) {
+      reads += ViewReads(t);  // each term <= 2^64 / 2: numel * element bytes fit
+      if (reads > lim_.max_view_reads) {
+        return Error{Code::kConvLimit, t.node_offset,
+                     "max_view_reads (" + std::to_string(lim_.max_view_reads) +
+                         ") passed at " + Quoted(t.name, 120) +
+                         ": strided views over more than gather_window_bytes (" +
+                         std::to_string(lim_.gather_window_bytes) + ") need one read per run"};
+      }
+    }
     StateDictPlan plan;
     plan.tensors = std::move(tensors_);
     std::sort(plan.tensors.begin(), plan.tensors.end(),
@@ -110,6 +122,29 @@ class Planner {
   }
 
  private:
+  // ViewReads is how many preads CopyTensor makes for `t`: 0 when it is
+  // contiguous or its window fits gather_window_bytes, else one per run.
+  // The view was checked to stay inside its storage (no overflow below).
+  uint64_t ViewReads(const TensorPlan& t) const {
+    uint64_t numel = 1;
+    for (uint64_t d : t.shape) {
+      if (d == 0) return 0;
+      if (__builtin_mul_overflow(numel, d, &numel)) return UINT64_MAX / 2;
+    }
+    uint64_t run = 1;
+    size_t inner = t.shape.size();
+    while (inner > 0 && (t.shape[inner - 1] == 1 || t.stride[inner - 1] == run)) {
+      --inner;
+      run *= t.shape[inner];
+    }
+    if (inner == 0) return 0;
+    uint64_t span = 1;  // elements of the window
+    for (size_t i = 0; i < t.shape.size(); ++i) span += (t.shape[i] - 1) * t.stride[i];
+    const uint64_t el = core::DtypeBits(t.dtype) / 8;
+    if (span <= lim_.gather_window_bytes / el) return 0;
+    return numel / run;
+  }
+
   const PickleNode* Node(uint32_t id) const {
     return id < g_.nodes.size() ? &g_.nodes[id] : nullptr;
   }

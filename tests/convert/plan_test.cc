@@ -171,6 +171,31 @@ TEST_CASE("a view ending at its storage's last element passes and one further is
   CHECK(convert::PlanStateDict(e.Root(empty), {}, false).ok());
 }
 
+TEST_CASE("max_view_reads: N passes, N+1 is refused", "[convert][limits]") {
+  // A transposed 4x3 F32 view (run of 1 element, 12 reads) over a 48-byte
+  // window, beside a contiguous tensor (no reads) and a view that fits the
+  // gather window (no reads).
+  convert::ConvertLimits lim;
+  lim.gather_window_bytes = 47;
+  auto graph = [](int64_t extra_rows) {
+    G g;
+    uint32_t d = g.Dict({{g.Str("t"), g.Tensor(g.Storage("0", 12), 0, {4, 3}, {1, 4})},
+                         {g.Str("c"), g.Simple("1", 100)},
+                         {g.Str("s"), g.Tensor(g.Storage("2", 4 + extra_rows), 0, {2}, {2})}});
+    return g.Root(d);
+  };
+  lim.max_view_reads = 12;
+  CHECK(convert::PlanStateDict(graph(0), lim, false).ok());
+  lim.max_view_reads = 11;
+  auto r = convert::PlanStateDict(graph(0), lim, false);
+  CHECK(CodeOf(r) == core::Code::kConvLimit);
+  CHECK(r.error().message.find("max_view_reads (11)") != std::string::npos);
+  // The window bound: 48 bytes is read whole at gather_window_bytes 48.
+  lim.gather_window_bytes = 48;
+  lim.max_view_reads = 0;
+  CHECK(convert::PlanStateDict(graph(0), lim, false).ok());
+}
+
 TEST_CASE("one storage key read as two dtypes is refused", "[convert][storage]") {
   G g;
   uint32_t d = g.Dict({{g.Str("a"), g.Simple("0", 4)},

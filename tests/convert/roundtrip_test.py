@@ -204,6 +204,15 @@ def main():
     torch.save(views, p)
     converts("views", p, expect_shared=[sorted(views)])
 
+    # A view whose storage window (80 MiB) is over gather_window_bytes (64
+    # MiB): read one contiguous run at a time, not gathered in memory.
+    wide = torch.arange(6 * (1 << 22), dtype=torch.float32).reshape(6, 1 << 22)
+    p = os.path.join(d, "wide.pt")
+    torch.save({"cols": wide[:, 1000:2000], "strided": wide[::5, 7:9]}, p)
+    converts("wide views read run by run", p, expect_shared=[["cols", "strided"]])
+    os.remove(p)
+    os.remove(p + ".safetensors")
+
     # Nested dicts flatten to dotted names; strings go to __metadata__.
     nested = {"model": {"encoder": {"w": torch.ones(2)}, "head.b": torch.zeros(1)},
               "config_name": "tiny"}

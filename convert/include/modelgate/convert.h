@@ -34,6 +34,14 @@ struct ConvertLimits {
   uint64_t max_depth = 16;
   // Dimensions of one tensor (the safetensors core's max_rank).
   uint64_t max_rank = 64;
+  // A strided view's storage window up to this many bytes is read whole
+  // and gathered in memory; a larger one is read one contiguous run at a
+  // time (bounded memory, one pread each).
+  uint64_t gather_window_bytes = 64ull << 20;
+  // preads of such run-by-run views across the file (a transposed 1 GiB
+  // F32 tensor needs 2^28): past it the file is refused rather than read
+  // for minutes.
+  uint64_t max_view_reads = 16'000'000;
 };
 
 struct ConvertOptions {
@@ -116,7 +124,7 @@ struct StateDictPlan {
 
 // PlanStateDict follows `graph` from its root along the allowlisted path
 // only: kConvNotAllowed, kConvUnsupported, kConvNotTensor, kConvName,
-// kConvLimit (max_tensors, max_depth, max_rank), kConvStorage (a view past
+// kConvLimit (max_tensors, max_depth, max_rank, max_view_reads), kConvStorage (a view past
 // its storage, one key read as two dtypes or numels) with the offset of the
 // node at fault.
 core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph,
