@@ -14,6 +14,7 @@ import io
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ import st_reference  # noqa: E402
 
 MODELGATE = sys.argv[1]
 FAILURES = []
+SCRATCH = []  # removed at exit, whatever the outcome
 
 ST_DTYPE = {
     torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
@@ -165,6 +167,7 @@ def write_zip(path, obj, storages):
 
 def main():
     d = tempfile.mkdtemp(prefix="mg-convert-")
+    SCRATCH.append(d)
     torch.manual_seed(0)
 
     # Layers a registry sees: conv, batch norm, embedding, LSTM, linear.
@@ -374,4 +377,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        for leftover in SCRATCH:
+            shutil.rmtree(leftover, ignore_errors=True)
