@@ -41,11 +41,11 @@ fi
 # The binaries really are big-endian s390x ELF files: the run below means
 # nothing if the host ran them natively.
 file_out=$(readelf -h "$build/cli/modelgate")
-grep -q 'big endian' <<<"$file_out" && grep -q 'IBM S/390' <<<"$file_out" || {
+if ! grep -q 'big endian' <<<"$file_out" || ! grep -q 'IBM S/390' <<<"$file_out"; then
   echo "ci/s390x: $build/cli/modelgate is not a big-endian s390x binary" >&2
   echo "$file_out" >&2
   exit 1
-}
+fi
 "${emulator[@]}" "$build/cli/modelgate" --version
 
 # 1. Unit tests: each test program runs all its cases in one emulated
