@@ -62,7 +62,10 @@ trap 'rm -rf "$debs"' EXIT
 # apt-get download writes into the current directory; _apt cannot write a
 # mktemp directory, so it downloads as root (the warning says so).
 # A failed download shows in the count below.
-(cd "$debs" && { apt-get download -qq "${pkgs[@]}" 2>&1 | grep -v 'unsandboxed'; } || true)
+(
+  cd "$debs"
+  apt-get download -qq "${pkgs[@]}" 2>&1 | { grep -v 'unsandboxed' || true; }
+) || true
 count=$(find "$debs" -name '*.deb' | wc -l)
 if [[ $count -ne ${#pkgs[@]} ]]; then
   echo "ci/s390x-sysroot: downloaded $count of ${#pkgs[@]} packages" >&2
