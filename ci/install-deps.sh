@@ -11,7 +11,7 @@ PACKAGES=(
   libssl-dev libsodium-dev libyara-dev nlohmann-json3-dev catch2 zlib1g-dev
   libbz2-dev liblzma-dev libyaml-cpp-dev libcli11-dev libcpp-httplib-dev
   pre-commit shellcheck openssl strace groff-base zsh
-  libzstd-dev liblz4-dev libarchive-dev libhdf5-dev python3-jinja2 python3-h5py python3-onnx
+  libzstd-dev liblz4-dev libarchive-dev libhdf5-dev libseccomp-dev python3-jinja2 python3-h5py python3-onnx
   zstd lz4 7zip libzstd-dev liblz4-dev libarchive-dev
   libp11-kit-dev softhsm2 opensc
 )

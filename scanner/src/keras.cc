@@ -3,13 +3,18 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -331,6 +336,19 @@ void AnalyzeKerasConfig(std::string_view text, uint64_t base, std::string_view w
 
 namespace {
 
+// InitHdf5 sets libhdf5 up before it sees any byte of the file (the child
+// runs it before it confines itself): no filter plugins, no error printing.
+void InitHdf5() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    H5open();
+    H5PLset_loading_state(0);
+  });
+  // libhdf5 prints its error stack to stderr by default; the library must
+  // not print (the stack is per thread in thread-safe builds).
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
 // ReadInProcess is the libhdf5 reading itself; ReadH5ModelConfig runs it in
 // a child process (below).
 std::optional<std::string> ReadInProcess(std::span<const uint8_t> file,
@@ -345,14 +363,7 @@ std::optional<std::string> ReadInProcess(std::span<const uint8_t> file,
                 std::to_string(limits.max_image_bytes) + " (limit max_image_bytes)");
   }
   if (file.empty()) return fail("empty file: not HDF5");
-  static std::once_flag once;
-  std::call_once(once, [] {
-    H5open();
-    H5PLset_loading_state(0);
-  });
-  // libhdf5 prints its error stack to stderr by default; the library must
-  // not print (the stack is per thread in thread-safe builds).
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  InitHdf5();
 
   ImageUdata udata{const_cast<uint8_t*>(file.data()), file.size()};
   H5FD_file_image_callbacks_t callbacks{ImageMalloc, ImageMemcpy, ImageRealloc, ImageFree,
@@ -403,6 +414,120 @@ bool GetString(std::string_view* in, std::string* v) {
 
 }  // namespace
 
+namespace {
+
+// VmBytes: the child's address space as it starts (it inherits the parent's
+// mappings, the mapped file among them), from /proc/self/statm; 0 when it
+// cannot be read (the caller then fails closed).
+uint64_t VmBytes() {
+  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char* end = nullptr;
+  const unsigned long long pages = std::strtoull(buf, &end, 10);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (end == buf || page <= 0 || pages > UINT64_MAX / static_cast<uint64_t>(page)) return 0;
+  return pages * static_cast<uint64_t>(page);
+}
+
+bool SetLimit(int resource, uint64_t soft, uint64_t hard, const char* name, std::string* why) {
+  const rlimit r{static_cast<rlim_t>(soft), static_cast<rlim_t>(hard)};
+  if (::setrlimit(resource, &r) == 0) return true;
+  *why = std::string("setrlimit ") + name + " failed: " + std::strerror(errno);
+  return false;
+}
+
+// AddRules installs the allowlist in `ctx`; false when libseccomp refuses a rule.
+bool AddRules(scmp_filter_ctx ctx, int answer_fd) {
+  const auto allow = [&](int nr) { return seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0) == 0; };
+  // Memory: glibc malloc (brk, mmap for large blocks, mremap for realloc),
+  // never executable.
+  for (int nr : {SCMP_SYS(brk), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise),
+                 SCMP_SYS(futex), SCMP_SYS(exit), SCMP_SYS(exit_group), SCMP_SYS(rt_sigreturn),
+                 SCMP_SYS(clock_gettime), SCMP_SYS(getpid), SCMP_SYS(gettid)}) {
+    if (!allow(nr)) return false;
+  }
+  for (int nr : {SCMP_SYS(mmap), SCMP_SYS(mprotect)}) {
+    if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+                         SCMP_A2(SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(PROT_EXEC), 0)) !=
+        0) {
+      return false;
+    }
+  }
+  // The answer, and nothing else, is written.
+  if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1,
+                       SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(answer_fd))) != 0) {
+    return false;
+  }
+  // libhdf5's core driver, given an image, first open()s the file name to
+  // make sure no such file exists (H5FD__core_open): the call is answered
+  // ENOENT without reaching the kernel, so nothing is opened.
+  for (int nr : {SCMP_SYS(open), SCMP_SYS(openat)}) {
+    if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOENT), nr, 0) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ConfineH5Child(int answer_fd, std::string* why, uint64_t memory_bytes) {
+  if (answer_fd < 0) return *why = "no answer descriptor", false;
+  // The address space: what the child inherited plus memory_bytes. ASan
+  // reserves terabytes of shadow up front, so sanitizer builds bound memory
+  // by nothing but the deadline.
+  uint64_t vm = 0;
+#if defined(__SANITIZE_ADDRESS__)
+#define MG_H5_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MG_H5_ASAN 1
+#endif
+#endif
+#ifndef MG_H5_ASAN
+  vm = VmBytes();
+  if (vm == 0) return *why = "cannot read the address space size", false;
+  if (memory_bytes > UINT64_MAX - vm) return *why = "memory bound overflows", false;
+#else
+  (void)memory_bytes;
+#endif
+  // The filter is built before the descriptors go (libseccomp allocates).
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+  if (ctx == nullptr) return *why = "seccomp_init failed", false;
+  struct Release {
+    scmp_filter_ctx c;
+    ~Release() { seccomp_release(c); }
+  } release{ctx};
+  if (!AddRules(ctx, answer_fd)) return *why = "a seccomp rule was refused", false;
+  // Every descriptor but the answer goes, stdin/out/err included.
+  if (answer_fd > 0 && ::close_range(0, static_cast<unsigned>(answer_fd) - 1, 0) != 0) {
+    return *why = std::string("close_range failed: ") + std::strerror(errno), false;
+  }
+  if (::close_range(static_cast<unsigned>(answer_fd) + 1, ~0u, 0) != 0) {
+    return *why = std::string("close_range failed: ") + std::strerror(errno), false;
+  }
+  const uint64_t cpu = static_cast<uint64_t>(kH5TimeoutSeconds) + 1;
+  if (!SetLimit(RLIMIT_CPU, cpu, cpu + 1, "RLIMIT_CPU", why) ||
+      !SetLimit(RLIMIT_NOFILE, 0, 0, "RLIMIT_NOFILE", why) ||
+      !SetLimit(RLIMIT_FSIZE, 0, 0, "RLIMIT_FSIZE", why) ||
+      !SetLimit(RLIMIT_CORE, 0, 0, "RLIMIT_CORE", why) ||
+      !SetLimit(RLIMIT_NPROC, 0, 0, "RLIMIT_NPROC", why)) {
+    return false;
+  }
+#ifndef MG_H5_ASAN
+  if (!SetLimit(RLIMIT_AS, vm + memory_bytes, vm + memory_bytes, "RLIMIT_AS", why)) return false;
+#endif
+#undef MG_H5_ASAN
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    return *why = std::string("prctl failed: ") + std::strerror(errno), false;
+  }
+  if (seccomp_load(ctx) != 0) return *why = "seccomp_load failed", false;
+  return true;
+}
+
 // libhdf5 is a large C library reading hostile bytes: a crafted file has
 // made it spin (a variable-length string through the global heap, found by
 // fuzz_scan) and it has had memory-safety bugs. So it runs in a child
@@ -431,8 +556,17 @@ std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
     ::close(fds[0]);
     std::vector<Finding> f;
     H5KerasAttributes a;
-    auto config = ReadInProcess(file, &f, &a, limits);
-    std::string msg;
+    std::string msg, why;
+    InitHdf5();
+    std::optional<std::string> config;
+    if (ConfineH5Child(fds[1], &why)) {
+      config = ReadInProcess(file, &f, &a, limits);
+    } else {
+      f.push_back(MakeFinding("MG-KERAS-H5", Severity::kHigh,
+                              "libhdf5 was not run: its sandbox could not be set up (" + why +
+                                  "): not judged",
+                              0));
+    }
     if (config) {
       msg = "C";
       PutString(&msg, *config);
@@ -485,6 +619,10 @@ std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
   if (timed_out) {
     return fail("libhdf5 did not finish reading the file within " +
                 std::to_string(kH5TimeoutSeconds) + " s (kH5TimeoutSeconds): not judged");
+  }
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS) {
+    return fail("the sandbox killed libhdf5 for a forbidden system call while it read the file "
+                "(SIGSYS): not judged");
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return fail("libhdf5 crashed reading the file (signal " +

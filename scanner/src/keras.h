@@ -52,6 +52,11 @@ inline constexpr uint64_t kH5MaxImageBytes = 64ull << 30;
 // milliseconds.
 inline constexpr int kH5TimeoutSeconds = 5;
 
+// kH5ChildMemoryBytes bounds the address space the libhdf5 child may add
+// to what it inherits (RLIMIT_AS): the attribute (kKerasMaxConfigBytes) is
+// held about three times over, plus libhdf5's metadata cache.
+inline constexpr uint64_t kH5ChildMemoryBytes = 1ull << 30;
+
 struct H5Limits {
   uint64_t max_image_bytes = kH5MaxImageBytes;
   // model_config longer than this is not read (the JSON limit applies next).
@@ -68,14 +73,32 @@ struct H5KerasAttributes {
 // ReadH5ModelConfig reads the root group's "model_config" attribute (a
 // fixed or variable length string) of the HDF5 file held in `file`, through
 // libhdf5's core driver on the bytes in memory: no path is opened, nothing
-// is written, filter plugins are never loaded. nullopt plus MG-KERAS-H5 (high)
-// when libhdf5 cannot read the file or the attribute is not one string; ""
-// when there is no model_config (a weights-only file). `attributes`, when
-// given, receives "keras_version" and "backend".
+// is written, filter plugins are never loaded. libhdf5 runs in a forked
+// child confined by ConfineH5Child before it sees the bytes; a child that
+// is killed (a forbidden system call, a crash, the deadline) or gives no
+// answer is a file not judged. nullopt plus MG-KERAS-H5 (high) when libhdf5
+// cannot read the file or the attribute is not one string; "" when there
+// is no model_config (a weights-only file). `attributes`, when given,
+// receives "keras_version" and "backend".
 std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
                                              std::vector<Finding>* findings,
                                              H5KerasAttributes* attributes = nullptr,
                                              const H5Limits& limits = {});
+
+// ConfineH5Child confines the calling process (the forked libhdf5 child;
+// irreversible) so that it can only compute and write its answer:
+// descriptors other than `answer_fd` closed (stdin, stdout, stderr too);
+// RLIMIT_CPU kH5TimeoutSeconds + 1 s, RLIMIT_NOFILE, RLIMIT_FSIZE,
+// RLIMIT_CORE and RLIMIT_NPROC 0, RLIMIT_AS the inherited address space
+// plus `memory_bytes` (not in ASan builds, whose shadow reservation is
+// terabytes); PR_SET_NO_NEW_PRIVS and not dumpable; then a seccomp-bpf
+// allowlist: write to `answer_fd` only, brk, mmap and mprotect without
+// PROT_EXEC, munmap, mremap, madvise, futex, clock_gettime, getpid, gettid,
+// rt_sigreturn, exit, exit_group. open and openat fail with ENOENT without
+// reaching the kernel (libhdf5's core driver checks that the image's name is
+// no file); any other system call kills the process (SIGSYS). False with
+// `why` when a step fails: the caller must then not read the file.
+bool ConfineH5Child(int answer_fd, std::string* why, uint64_t memory_bytes = kH5ChildMemoryBytes);
 
 // kHdf5Magic is the HDF5 superblock signature.
 inline constexpr std::string_view kHdf5Magic{"\x89HDF\r\n\x1a\n", 8};
