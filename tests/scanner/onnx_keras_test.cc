@@ -5,11 +5,35 @@
 // bytes for what no writer emits (overlong varints, lengths past the end).
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MG_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MG_TEST_ASAN 1
+#endif
+#endif
+#ifndef MG_TEST_ASAN
+#define MG_TEST_ASAN 0
+#endif
 
 #include "keras.h"
 #include "onnx.h"
@@ -640,4 +664,242 @@ TEST_CASE("keras: LooksLikeHdf5 at 0 and after a user block", "[keras][h5]") {
   Bytes at1000(2048, 0);  // not a power of two
   std::copy(in::kHdf5Magic.begin(), in::kHdf5Magic.end(), at1000.begin() + 1000);
   CHECK_FALSE(in::LooksLikeHdf5(at1000));
+}
+
+// ---- the libhdf5 child's sandbox (keras.h: ConfineH5Child) ----
+
+namespace {
+
+struct Confined {
+  int status = 0;      // waitpid's
+  std::string answer;  // what the child wrote to its answer descriptor
+};
+
+// RunConfined forks a child that confines itself (memory_bytes more address
+// space) and then runs `body` with its answer descriptor; exit 3 when the
+// confinement fails.
+template <typename Body>
+Confined RunConfined(Body body, uint64_t memory_bytes = in::kH5ChildMemoryBytes) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string why;
+    if (!in::ConfineH5Child(fds[1], &why, memory_bytes)) ::_exit(3);
+    body(fds[1]);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  Confined c;
+  char buf[256];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    c.answer.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  while (::waitpid(pid, &c.status, 0) < 0 && errno == EINTR) {
+  }
+  return c;
+}
+
+void Say(int fd, const char* text) {
+  if (::write(fd, text, std::strlen(text)) < 0) ::_exit(4);
+}
+
+bool KilledBySigsys(const Confined& c) {
+  return WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGSYS;
+}
+
+}  // namespace
+
+TEST_CASE("keras: the confined child computes, allocates and answers", "[keras][h5][sandbox]") {
+  const Confined c = RunConfined([](int fd) {
+    std::vector<uint8_t> big(64u << 20, 1);  // malloc's mmap path
+    std::string grown;
+    for (int i = 0; i < 100000; ++i) grown += "x";  // brk and realloc
+    Say(fd, big[12345] == 1 && grown.size() == 100000 ? "ok" : "bad");
+  });
+  CHECK(WIFEXITED(c.status));
+  CHECK(WEXITSTATUS(c.status) == 0);
+  CHECK(c.answer == "ok");
+}
+
+// StatusField is a "Name:\tvalue" line of /proc/PID/status.
+std::string StatusField(pid_t pid, const std::string& name) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(name + ":", 0) == 0) {
+      const size_t v = line.find_first_not_of(" \t", name.size() + 1);
+      return v == std::string::npos ? "" : line.substr(v);
+    }
+  }
+  return "";
+}
+
+TEST_CASE("keras: the confined child's limits, privileges and filter", "[keras][h5][sandbox]") {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string why;
+    if (!in::ConfineH5Child(fds[1], &why)) ::_exit(3);
+    Say(fds[1], "r");
+    static uint32_t word = 0;  // waits (futex is allowed) until killed
+    for (;;) ::syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+  }
+  ::close(fds[1]);
+  char ready = 0;
+  const bool said = ::read(fds[0], &ready, 1) == 1 && ready == 'r';
+  ::close(fds[0]);
+  std::map<int, std::pair<rlim_t, rlim_t>> got;
+  for (int res : {RLIMIT_NOFILE, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_CORE, RLIMIT_CPU, RLIMIT_AS}) {
+    rlimit r{};
+    if (::prlimit(pid, static_cast<__rlimit_resource>(res), nullptr, &r) == 0) {
+      got[res] = {r.rlim_cur, r.rlim_max};
+    }
+  }
+  const std::string no_new_privs = StatusField(pid, "NoNewPrivs");
+  const std::string seccomp = StatusField(pid, "Seccomp");
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  REQUIRE(said);
+  using Pair = std::pair<rlim_t, rlim_t>;
+  CHECK(got[RLIMIT_NOFILE] == Pair{0, 0});
+  CHECK(got[RLIMIT_FSIZE] == Pair{0, 0});
+  CHECK(got[RLIMIT_NPROC] == Pair{0, 0});
+  CHECK(got[RLIMIT_CORE] == Pair{0, 0});
+  CHECK(got[RLIMIT_CPU] == Pair{in::kH5TimeoutSeconds + 1, in::kH5TimeoutSeconds + 2});
+#if MG_TEST_ASAN
+  CHECK(got[RLIMIT_AS].first == RLIM_INFINITY);  // ASan's shadow: no address space bound
+#else
+  CHECK(got[RLIMIT_AS].first > in::kH5ChildMemoryBytes);
+  CHECK(got[RLIMIT_AS].first < RLIM_INFINITY);
+#endif
+  CHECK(no_new_privs == "1");
+  CHECK(seccomp == "2");  // a filter
+}
+
+TEST_CASE("keras: a confined child making a forbidden system call is killed (SIGSYS)",
+          "[keras][h5][sandbox]") {
+  SECTION("socket") {
+    const Confined c = RunConfined([](int fd) {
+      Say(fd, "before");
+      (void)::socket(AF_INET, SOCK_STREAM, 0);
+      Say(fd, "after");
+    });
+    CHECK(KilledBySigsys(c));
+    CHECK(c.answer == "before");
+  }
+  SECTION("execve") {
+    const Confined c = RunConfined([](int) {
+      char* const argv[] = {const_cast<char*>("/bin/true"), nullptr};
+      ::execve("/bin/true", argv, nullptr);
+      ::_exit(5);
+    });
+    CHECK(KilledBySigsys(c));
+  }
+  SECTION("fork") {
+    const Confined c = RunConfined([](int) {
+      (void)::syscall(SYS_fork);
+      ::_exit(5);
+    });
+    CHECK(KilledBySigsys(c));
+  }
+  SECTION("a write to another descriptor than the answer's") {
+    const Confined c = RunConfined([](int fd) {
+      const ssize_t r = ::write(fd + 1, "x", 1);
+      (void)r;
+    });
+    CHECK(KilledBySigsys(c));
+  }
+  SECTION("read") {
+    const Confined c = RunConfined([](int fd) {
+      char b = 0;
+      const ssize_t r = ::read(fd, &b, 1);
+      (void)r;
+    });
+    CHECK(KilledBySigsys(c));
+  }
+  SECTION("executable memory") {
+    const Confined c = RunConfined([](int fd) {
+      Say(fd, "before");
+      (void)::mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      Say(fd, "after");
+    });
+    CHECK(KilledBySigsys(c));
+    CHECK(c.answer == "before");
+  }
+  SECTION("mprotect to executable") {
+    const Confined c = RunConfined([](int) {
+      static char page[8192];
+      auto* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(page) + 4095) & ~uintptr_t{4095});
+      (void)::mprotect(p, 4096, PROT_READ | PROT_EXEC);
+    });
+    CHECK(KilledBySigsys(c));
+  }
+}
+
+TEST_CASE("keras: a confined child's open and openat fail with ENOENT, nothing is opened",
+          "[keras][h5][sandbox]") {
+  const Confined c = RunConfined([](int fd) {
+    const long a = ::syscall(SYS_openat, AT_FDCWD, "/proc/self/status", O_RDONLY);
+    const int ea = errno;
+    const long b = ::syscall(SYS_open, "/proc/self/status", O_RDONLY);
+    const int eb = errno;
+    Say(fd, a == -1 && ea == ENOENT && b == -1 && eb == ENOENT ? "enoent" : "opened");
+  });
+  CHECK(WIFEXITED(c.status));
+  CHECK(c.answer == "enoent");
+}
+
+TEST_CASE("keras: the confined child's address space at N and N+1", "[keras][h5][sandbox][limits]") {
+  constexpr uint64_t kMemory = 256u << 20;
+  // N: a mapping of the whole allowance fits.
+  const Confined n = RunConfined(
+      [](int fd) {
+        void* p = ::mmap(nullptr, kMemory, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        Say(fd, p == MAP_FAILED ? "failed" : "mapped");
+      },
+      kMemory);
+  CHECK(n.answer == "mapped");
+  // Past N: the allowance and 16 MiB more (the child's own allocations move
+  // its size by less than that).
+  const Confined over = RunConfined(
+      [](int fd) {
+        void* p = ::mmap(nullptr, kMemory + (16u << 20), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        Say(fd, p == MAP_FAILED ? "failed" : "mapped");
+      },
+      kMemory);
+#if MG_TEST_ASAN
+  CHECK(over.answer == "mapped");  // no address space bound under ASan
+#else
+  CHECK(over.answer == "failed");
+#endif
+}
+
+TEST_CASE("keras: the crafted H5HG_read file is refused, not a crash of the gate",
+          "[keras][h5][sandbox]") {
+  std::ifstream f(std::string(MG_FUZZ_SCAN_CORPUS_DIR) + "/regress-hdf5-h5hg-memcpy-overlap.h5",
+                  std::ios::binary);
+  REQUIRE(f.good());
+  Bytes seed(std::istreambuf_iterator<char>(f), {});
+  REQUIRE(seed.size() == 5001);
+  // fuzz_scan's first byte picks the name (12: m.h5); the file is the rest.
+  const Bytes h5(seed.begin() + 1, seed.end());
+  std::vector<sc::Finding> fs;
+  CHECK_FALSE(in::ReadH5ModelConfig(h5, &fs));
+  REQUIRE(fs.size() == 1);
+  CHECK(fs[0].id == "MG-KERAS-H5");
+  CHECK(fs[0].severity == core::Severity::kHigh);
+  CHECK(fs[0].message.find("not judged") != std::string::npos);
 }
