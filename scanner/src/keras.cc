@@ -451,16 +451,22 @@ bool AddRules(scmp_filter_ctx ctx, int answer_fd) {
                  SCMP_SYS(clock_gettime), SCMP_SYS(getpid), SCMP_SYS(gettid)}) {
     if (!allow(nr)) return false;
   }
+#if defined(__s390x__)
+  // s390x's mmap takes its arguments in a block in memory (old_mmap), out
+  // of the filter's reach: there only mprotect's prot is checked.
+  if (!allow(SCMP_SYS(mmap))) return false;
+  for (int nr : {SCMP_SYS(mprotect)}) {
+#else
   for (int nr : {SCMP_SYS(mmap), SCMP_SYS(mprotect)}) {
-    if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
-                         SCMP_A2(SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(PROT_EXEC), 0)) !=
-        0) {
-      return false;
-    }
+#endif
+    // prot (argument 2) & PROT_EXEC == 0. Structs, not libseccomp's SCMP_A*
+    // macros, which are C compound literals.
+    const scmp_arg_cmp no_exec{2, SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(PROT_EXEC), 0};
+    if (seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &no_exec) != 0) return false;
   }
   // The answer, and nothing else, is written.
-  if (seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1,
-                       SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(answer_fd))) != 0) {
+  const scmp_arg_cmp to_answer{0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(answer_fd), 0};
+  if (seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1, &to_answer) != 0) {
     return false;
   }
   // libhdf5's core driver, given an image, first open()s the file name to
@@ -479,7 +485,7 @@ bool ConfineH5Child(int answer_fd, std::string* why, uint64_t memory_bytes) {
   // The address space: what the child inherited plus memory_bytes. ASan
   // reserves terabytes of shadow up front, so sanitizer builds bound memory
   // by nothing but the deadline.
-  uint64_t vm = 0;
+  [[maybe_unused]] uint64_t vm = 0;
 #if defined(__SANITIZE_ADDRESS__)
 #define MG_H5_ASAN 1
 #elif defined(__has_feature)
@@ -544,6 +550,19 @@ std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
     findings->push_back(MakeFinding("MG-KERAS-H5", Severity::kHigh, std::move(m), 0));
     return std::nullopt;
   };
+  if (file.size() > limits.max_image_bytes) {
+    return fail("HDF5 file of " + std::to_string(file.size()) + " bytes exceeds " +
+                std::to_string(limits.max_image_bytes) + " (limit max_image_bytes)");
+  }
+  if (file.empty()) return fail("empty file: not HDF5");
+  // libhdf5 looks for the superblock signature where LooksLikeHdf5 does
+  // (H5FD_locate_signature: 0, then 512, 1024, ... within the file): without
+  // one it cannot open the file, so no child is started for it. This also
+  // keeps the answer the same where the child's sandbox cannot be set up
+  // (qemu-user has no seccomp): such a host refuses every real HDF5 file.
+  if (!LooksLikeHdf5(file)) {
+    return fail("libhdf5 cannot open the file (not HDF5, truncated or corrupt)");
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return fail("cannot run libhdf5: pipe failed");
   const pid_t pid = ::fork();
