@@ -22,6 +22,16 @@
 
 #include "modelgate/strict_json.h"
 
+// ASan builds: no RLIMIT_AS (the shadow reservation is terabytes) and one
+// more allowed call (below).
+#if defined(__SANITIZE_ADDRESS__)
+#define MG_H5_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MG_H5_ASAN 1
+#endif
+#endif
+
 namespace modelgate::scanner::internal {
 namespace {
 
@@ -419,7 +429,7 @@ namespace {
 // VmBytes: the child's address space as it starts (it inherits the parent's
 // mappings, the mapped file among them), from /proc/self/statm; 0 when it
 // cannot be read (the caller then fails closed).
-uint64_t VmBytes() {
+[[maybe_unused]] uint64_t VmBytes() {
   const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[128];
@@ -464,6 +474,10 @@ bool AddRules(scmp_filter_ctx ctx, int answer_fd) {
     const scmp_arg_cmp no_exec{2, SCMP_CMP_MASKED_EQ, static_cast<scmp_datum_t>(PROT_EXEC), 0};
     if (seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &no_exec) != 0) return false;
   }
+#ifdef MG_H5_ASAN
+  // ASan's _exit interceptor queries the alternate signal stack.
+  if (!allow(SCMP_SYS(sigaltstack))) return false;
+#endif
   // The answer, and nothing else, is written.
   const scmp_arg_cmp to_answer{0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(answer_fd), 0};
   if (seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, SCMP_SYS(write), 1, &to_answer) != 0) {
@@ -486,13 +500,6 @@ bool ConfineH5Child(int answer_fd, std::string* why, uint64_t memory_bytes) {
   // reserves terabytes of shadow up front, so sanitizer builds bound memory
   // by nothing but the deadline.
   [[maybe_unused]] uint64_t vm = 0;
-#if defined(__SANITIZE_ADDRESS__)
-#define MG_H5_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MG_H5_ASAN 1
-#endif
-#endif
 #ifndef MG_H5_ASAN
   vm = VmBytes();
   if (vm == 0) return *why = "cannot read the address space size", false;
@@ -526,7 +533,6 @@ bool ConfineH5Child(int answer_fd, std::string* why, uint64_t memory_bytes) {
 #ifndef MG_H5_ASAN
   if (!SetLimit(RLIMIT_AS, vm + memory_bytes, vm + memory_bytes, "RLIMIT_AS", why)) return false;
 #endif
-#undef MG_H5_ASAN
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
     return *why = std::string("prctl failed: ") + std::strerror(errno), false;
   }

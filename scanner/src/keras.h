@@ -94,7 +94,8 @@ std::optional<std::string> ReadH5ModelConfig(std::span<const uint8_t> file,
 // terabytes); PR_SET_NO_NEW_PRIVS and not dumpable; then a seccomp-bpf
 // allowlist: write to `answer_fd` only, brk, mmap and mprotect without
 // PROT_EXEC, munmap, mremap, madvise, futex, clock_gettime, getpid, gettid,
-// rt_sigreturn, exit, exit_group. open and openat fail with ENOENT without
+// rt_sigreturn, exit, exit_group (ASan builds: sigaltstack too, which
+// ASan's _exit calls). open and openat fail with ENOENT without
 // reaching the kernel (libhdf5's core driver checks that the image's name is
 // no file); any other system call kills the process (SIGSYS). False with
 // `why` when a step fails: the caller must then not read the file.
