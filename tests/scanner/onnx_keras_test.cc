@@ -901,5 +901,7 @@ TEST_CASE("keras: the crafted H5HG_read file is refused, not a crash of the gate
   REQUIRE(fs.size() == 1);
   CHECK(fs[0].id == "MG-KERAS-H5");
   CHECK(fs[0].severity == core::Severity::kHigh);
-  CHECK(fs[0].message.find("not judged") != std::string::npos);
+  // glibc's malloc assertion (or ASan's report) writes to stderr: the
+  // filter kills the child first.
+  CHECK(fs[0].message.find("(SIGSYS): not judged") != std::string::npos);
 }
