@@ -78,6 +78,13 @@ TEST_CASE("FindingId: each code maps to the id documented in core.h", "[core][co
       {core::Code::kSigKeyWrite, "MG-SIG-KEY-WRITE"},
       {core::Code::kSigCrypto, "MG-SIG-CRYPTO"},
       {core::Code::kSigOptions, "MG-SIG-OPTIONS"},
+      {core::Code::kSigKeyEncrypted, "MG-SIG-KEY-ENCRYPTED"},
+      {core::Code::kSigKeyPassphrase, "MG-SIG-KEY-PASSPHRASE"},
+      {core::Code::kSigPkcs11Uri, "MG-SIG-PKCS11-URI"},
+      {core::Code::kSigPkcs11Token, "MG-SIG-PKCS11-TOKEN"},
+      {core::Code::kSigPkcs11Login, "MG-SIG-PKCS11-LOGIN"},
+      {core::Code::kSigPkcs11Object, "MG-SIG-PKCS11-OBJECT"},
+      {core::Code::kSigPkcs11, "MG-SIG-PKCS11"},
       {core::Code::kSetIndex, "MG-SET-INDEX"},
       {core::Code::kSetShardPath, "MG-SET-SHARD-PATH"},
       {core::Code::kSetLimit, "MG-SET-LIMIT"},
@@ -91,6 +98,12 @@ TEST_CASE("FindingId: each code maps to the id documented in core.h", "[core][co
       {core::Code::kSetPosition, "MG-SET-POSITION"},
       {core::Code::kSetIncomplete, "MG-SET-INCOMPLETE"},
       {core::Code::kSetNotSigned, "MG-SET-NOT-SIGNED"},
+      {core::Code::kConvUnsupported, "MG-CONV-UNSUPPORTED"},
+      {core::Code::kConvNotAllowed, "MG-CONV-NOT-ALLOWED"},
+      {core::Code::kConvNotTensor, "MG-CONV-NOT-TENSOR"},
+      {core::Code::kConvStorage, "MG-CONV-STORAGE"},
+      {core::Code::kConvName, "MG-CONV-NAME"},
+      {core::Code::kConvLimit, "MG-CONV-LIMIT"},
   };
   CHECK(core::AllCodes().size() == documented.size());
   for (const auto& [code, id] : documented) {
@@ -171,6 +184,13 @@ TEST_CASE("FindingId: every code keeps its number and default severity", "[core]
       {core::Code::kSigKeyWrite, 310, core::Severity::kHigh},
       {core::Code::kSigCrypto, 311, core::Severity::kHigh},
       {core::Code::kSigOptions, 312, core::Severity::kHigh},
+      {core::Code::kSigKeyEncrypted, 313, core::Severity::kHigh},
+      {core::Code::kSigKeyPassphrase, 314, core::Severity::kHigh},
+      {core::Code::kSigPkcs11Uri, 315, core::Severity::kHigh},
+      {core::Code::kSigPkcs11Token, 316, core::Severity::kHigh},
+      {core::Code::kSigPkcs11Login, 317, core::Severity::kHigh},
+      {core::Code::kSigPkcs11Object, 318, core::Severity::kHigh},
+      {core::Code::kSigPkcs11, 319, core::Severity::kHigh},
       {core::Code::kSetIndex, 400, core::Severity::kHigh},
       {core::Code::kSetShardPath, 401, core::Severity::kCritical},
       {core::Code::kSetLimit, 402, core::Severity::kHigh},
@@ -184,6 +204,12 @@ TEST_CASE("FindingId: every code keeps its number and default severity", "[core]
       {core::Code::kSetPosition, 410, core::Severity::kCritical},
       {core::Code::kSetIncomplete, 411, core::Severity::kHigh},
       {core::Code::kSetNotSigned, 412, core::Severity::kHigh},
+      {core::Code::kConvUnsupported, 500, core::Severity::kHigh},
+      {core::Code::kConvNotAllowed, 501, core::Severity::kHigh},
+      {core::Code::kConvNotTensor, 502, core::Severity::kHigh},
+      {core::Code::kConvStorage, 503, core::Severity::kCritical},
+      {core::Code::kConvName, 504, core::Severity::kHigh},
+      {core::Code::kConvLimit, 505, core::Severity::kHigh},
   };
   CHECK(core::AllCodes().size() == want.size());
   for (const auto& w : want) {

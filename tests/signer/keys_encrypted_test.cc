@@ -91,7 +91,7 @@ TEST_CASE("encrypted keygen: scrypt PKCS#8, 0600, openssl reads it, it signs", "
   }
 }
 
-TEST_CASE("encrypted keys: each write has its own salt; an empty passphrase is refused",
+TEST_CASE("encrypted keys: each write has its own salt, and an empty passphrase is refused",
           "[signer][keys][encrypted]") {
   TempDir dir;
   auto key = signer::PrivateKey::Generate();
@@ -114,7 +114,7 @@ TEST_CASE("encrypted keys: each write has its own salt; an empty passphrase is r
   CHECK(signer::LoadPrivateKey(dir / "plain.key", With("unused")).ok());
 }
 
-TEST_CASE("encrypted keys: openssl's PBKDF2 and scrypt PKCS#8 load; PBES1 and legacy PEM do not",
+TEST_CASE("encrypted keys: openssl's PBKDF2 and scrypt PKCS#8 load, PBES1 and legacy PEM do not",
           "[signer][keys][encrypted]") {
   TempDir dir;
   const std::string passfile = WritePass(dir, "s3cret");
