@@ -54,7 +54,7 @@ void CheckRejection(const core::Error& e, size_t size) {
 
 // ByteSize is element count x dtype bits / 8, trapping on overflow or a
 // partial byte (the parser must have refused both).
-uint64_t ByteSize(const core::TensorInfo& t) {
+uint64_t ByteSize(const core::TensorView& t) {
   uint64_t n = 1;
   for (uint64_t dim : t.shape) MG_FUZZ_CHECK(!__builtin_mul_overflow(n, dim, &n));
   MG_FUZZ_CHECK(n == t.ElementCount());
@@ -95,7 +95,7 @@ void CheckAccepted(const core::Safetensors& st, std::span<const uint8_t> file,
   // Exact tiling in data-offset order.
   uint64_t expect_begin = 0;
   for (size_t i = 0; i < st.tensors.size(); ++i) {
-    const core::TensorInfo& t = st.tensors[i];
+    const core::TensorView t = st.tensors[i];
     MG_FUZZ_CHECK(t.begin == expect_begin);
     MG_FUZZ_CHECK(t.begin <= t.end);
     MG_FUZZ_CHECK(t.data_start == st.data_start);
@@ -109,7 +109,7 @@ void CheckAccepted(const core::Safetensors& st, std::span<const uint8_t> file,
     MG_FUZZ_CHECK(t.entry_offset >= 8 && t.entry_offset < st.data_start);
     MG_FUZZ_CHECK(!core::DtypeName(t.dtype).empty());
     if (i > 0) {
-      const core::TensorInfo& p = st.tensors[i - 1];
+      const core::TensorView p = st.tensors[i - 1];
       MG_FUZZ_CHECK(p.begin < t.begin || (p.begin == t.begin && p.end <= t.end));
       if (p.begin == t.begin && p.end == t.end) MG_FUZZ_CHECK(p.name < t.name);
     }
@@ -142,8 +142,8 @@ bool SameResult(const core::Safetensors& a, const core::Safetensors& b) {
     return false;
   }
   for (size_t i = 0; i < a.tensors.size(); ++i) {
-    const core::TensorInfo& x = a.tensors[i];
-    const core::TensorInfo& y = b.tensors[i];
+    const core::TensorView x = a.tensors[i];
+    const core::TensorView y = b.tensors[i];
     if (x.name != y.name || x.dtype != y.dtype || x.shape != y.shape || x.begin != y.begin ||
         x.end != y.end || x.entry_offset != y.entry_offset || x.data_start != y.data_start) {
       return false;
@@ -161,6 +161,27 @@ core::Result<core::Safetensors> Parse(std::span<const uint8_t> file,
   } else {
     CheckRejection(r.error(), file.size());
   }
+  // The one-pass parse and the SAX parse (which alone names rules) agree:
+  // what one accepts the other accepts, with the same table.
+  auto sax = core::ParseSafetensorsSax(file, limits);
+  MG_FUZZ_CHECK(sax.ok() == r.ok());
+  if (sax.ok()) {
+    MG_FUZZ_CHECK(SameResult(sax.value(), r.value()));
+  } else {
+    MG_FUZZ_CHECK(sax.error().code == r.error().code);
+    MG_FUZZ_CHECK(sax.error().offset == r.error().offset);
+    MG_FUZZ_CHECK(sax.error().message == r.error().message);
+  }
+  // A release callback sees offsets inside the header, never decreasing.
+  uint64_t released = 0;
+  bool release_ok = true;
+  auto with_release = core::ParseSafetensors(file, limits, [&](uint64_t offset) {
+    release_ok &= offset >= released && offset >= 8 && offset <= file.size();
+    released = offset;
+  });
+  MG_FUZZ_CHECK(release_ok);
+  MG_FUZZ_CHECK(with_release.ok() == r.ok());
+  if (with_release.ok()) MG_FUZZ_CHECK(SameResult(with_release.value(), r.value()));
   if (file.size() >= 8) {
     uint64_t n = 0;
     for (int i = 7; i >= 0; --i) n = (n << 8) | file[static_cast<size_t>(i)];

@@ -38,7 +38,7 @@ struct mg_model {
     std::string name;
     std::string dtype;
     uint32_t dtype_bits = 0;
-    const std::vector<uint64_t>* shape = nullptr;  // in the file's header
+    modelgate::core::Dims shape;  // in the file's header (its tensor table)
     uint64_t byte_length = 0;
     size_t file_index = 0;
     size_t index_in_file = 0;  // data order, the loader's index

@@ -122,8 +122,8 @@ MG_EXPORT mg_status mg_model_tensor_info(const mg_model* model, size_t index, mg
     out->name_len = t.name.size();
     out->dtype = t.dtype.c_str();
     out->dtype_bits = t.dtype_bits;
-    out->rank = static_cast<uint32_t>(t.shape->size());
-    out->shape = t.shape->empty() ? nullptr : t.shape->data();
+    out->rank = static_cast<uint32_t>(t.shape.size());
+    out->shape = t.shape.empty() ? nullptr : t.shape.data();
     out->byte_length = t.byte_length;
     out->file_index = t.file_index;
     Clear(err);

@@ -567,12 +567,12 @@ std::unique_ptr<mg_model> OpenModel(const std::string& path, const mg_keyring& k
   for (size_t fi = 0; fi < model->files.size(); ++fi) {
     const core::Safetensors& st = model->files[fi].model->header();
     for (size_t ti = 0; ti < st.tensors.size(); ++ti) {
-      const core::TensorInfo& t = st.tensors[ti];
+      const core::TensorView t = st.tensors[ti];
       mg_model::Tensor out;
       out.name = t.name;
       out.dtype = std::string(core::DtypeName(t.dtype));
       out.dtype_bits = core::DtypeBits(t.dtype);
-      out.shape = &t.shape;
+      out.shape = t.shape;
       out.byte_length = t.size_bytes();
       out.file_index = fi;
       out.index_in_file = ti;

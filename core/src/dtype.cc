@@ -75,4 +75,10 @@ uint64_t TensorInfo::ElementCount() const {
   return n;
 }
 
+uint64_t TensorView::ElementCount() const {
+  uint64_t n = 1;
+  for (uint64_t dim : shape) n *= dim;  // validated by the parser not to overflow
+  return n;
+}
+
 }  // namespace modelgate::core

@@ -151,6 +151,19 @@ void GuardedMapping::Release() {
   slot_ = nullptr;
 }
 
+void GuardedMapping::ReleasePages(uint64_t offset, uint64_t size_bytes) const {
+  if (data_ == nullptr || offset >= size_ || size_bytes == 0) return;
+  const uint64_t end = size_bytes > size_ - offset ? size_ : offset + size_bytes;
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t b = (offset + page - 1) / page * page;  // whole pages only
+  const uint64_t e = end == size_ ? end : end / page * page;
+  if (e <= b) return;
+  // The mapping is private and read-only: no page of it was ever written,
+  // so dropping one loses nothing (a zero page the SIGBUS guard put there
+  // reads as zeros again). Advice only: a failure leaves the pages resident.
+  (void)::madvise(const_cast<uint8_t*>(data_) + b, static_cast<size_t>(e - b), MADV_DONTNEED);
+}
+
 bool GuardedMapping::faulted() const {
   return slot_ != nullptr && static_cast<const Slot*>(slot_)->faulted.load(std::memory_order_acquire);
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "modelgate/core.h"
+#include "tensor_table.h"
 #include "text.h"
 
 namespace modelgate::core {
@@ -101,6 +102,11 @@ class HeaderHandler {
           return Fail(Code::kStRankTooLarge, t.entry_offset,
                       "tensor " + Quoted(t.name) + " has more than " + U64(limits_.max_rank) +
                           " dimensions (limit max_rank)");
+        }
+        if (t.shape.size() >= kMaxTableRank) {
+          return Fail(Code::kStRankTooLarge, t.entry_offset,
+                      "tensor " + Quoted(t.name) + " has more than " + U64(kMaxTableRank) +
+                          " dimensions (a tensor table record's cap)");
         }
         t.shape.push_back(v);
         return true;
@@ -319,6 +325,11 @@ class HeaderHandler {
                   std::string(what) + " of " + U64(k.size()) + " bytes exceeds " +
                       U64(limits_.max_name_bytes) + " (limit max_name_bytes)");
     }
+    if (k.size() > kMaxTableNameBytes) {
+      return Fail(Code::kStNameTooLong, at,
+                  std::string(what) + " of " + U64(k.size()) + " bytes exceeds " +
+                      U64(kMaxTableNameBytes) + " (a tensor table record's cap)");
+    }
     for (unsigned char c : k) {
       if (c < 0x20 || c == 0x7F) {
         return Fail(Code::kStBadName, at,
@@ -485,10 +496,437 @@ Status CheckLayout(std::vector<TensorInfo>& tensors, uint64_t data_start, uint64
   return OkStatus();
 }
 
+
+// --- the one-pass parse -------------------------------------------------------
+//
+// FastHeader reads a header in one pass over its bytes, straight into a
+// TensorTable, checking every rule the SAX parse below checks. It names no
+// rule: on the first byte it cannot accept (a broken rule, or anything it
+// was not written for) it gives up, and ParseSafetensorsHeader runs the SAX
+// parse from the start, which names the first broken rule and its offset
+// exactly as before. So an accepted header costs one pass; a rejected one
+// at most this pass up to the fault plus the SAX parse.
+
+// kReleaseStepBytes: how often (in header bytes) the parse tells its caller
+// which bytes it has finished with.
+constexpr uint64_t kReleaseStepBytes = 4ull << 20;
+
+class FastHeader {
+ public:
+  FastHeader(std::span<const uint8_t> header, const Limits& limits, uint64_t data_start,
+             const HeaderReleaseFn* release)
+      : base_(header.data()), p_(header.data()), end_(header.data() + header.size()),
+        limits_(limits), data_start_(data_start), release_(release), released_(header.data()) {}
+
+  TensorTable table;
+  std::vector<MetaEntry> metadata;
+  bool has_metadata = false;
+
+  bool Run() {
+    // Depth: the top object, an entry or __metadata__, a shape array.
+    if (limits_.max_json_depth < 3) return false;
+    // Room for the plausible tensor count (untouched capacity is not
+    // resident); one record per ~64 header bytes, as an entry takes.
+    table.reserve(static_cast<size_t>(std::min<uint64_t>(
+        limits_.max_tensors, static_cast<uint64_t>(end_ - base_) / 64 + 1)));
+    TableAccess::Words(table).reserve(static_cast<size_t>((end_ - base_) / 32 + 1));
+    TableAccess::SetDataStart(table, data_start_);
+    if (!Eat('{')) return false;
+    Ws();
+    if (Eat('}')) return Tail();
+    for (;;) {
+      const uint8_t* open = p_;
+      bool escaped = false;
+      if (!String(&key_, &escaped)) return false;
+      Ws();
+      if (!Eat(':')) return false;
+      Ws();
+      if (Is(key_, "__metadata__")) {
+        if (escaped || has_metadata) return false;  // MG-ST-RESERVED-ESCAPED, a second one
+        has_metadata = true;
+        if (!Metadata()) return false;
+      } else {
+        if (!NameOk(key_) || table.size() >= limits_.max_tensors) return false;
+        if (!Entry(kLengthFieldBytes + static_cast<uint64_t>(open - base_))) return false;
+      }
+      Ws();
+      if (Eat(',')) {
+        Ws();
+        Release();
+        continue;
+      }
+      if (Eat('}')) return Tail();
+      return false;
+    }
+  }
+
+ private:
+  bool Tail() {
+    Ws();
+    return p_ == end_;
+  }
+
+  void Release() {
+    if (release_ != nullptr && *release_ && p_ - released_ >= static_cast<ptrdiff_t>(kReleaseStepBytes)) {
+      released_ = p_;
+      (*release_)(kLengthFieldBytes + static_cast<uint64_t>(p_ - base_));
+    }
+  }
+
+  void Ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool Eat(uint8_t c) {
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+
+  // NameOk: CheckName's rules (non-empty, max_name_bytes, no C0 or DEL).
+  bool NameOk(std::string_view k) const {
+    if (k.empty() || k.size() > limits_.max_name_bytes || k.size() > kMaxTableNameBytes) return false;
+    for (unsigned char c : k) {
+      if (c < 0x20 || c == 0x7F) return false;
+    }
+    return true;
+  }
+
+  static int Hex(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+  bool U4(uint32_t* out) {
+    if (end_ - p_ < 4) return false;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int h = Hex(p_[i]);
+      if (h < 0) return false;
+      v = v << 4 | static_cast<uint32_t>(h);
+    }
+    p_ += 4;
+    *out = v;
+    return true;
+  }
+
+  // String reads a JSON string at p_ into *out (a view of the header when it
+  // has no escapes, else of scratch_): decoded as nlohmann decodes it, or
+  // false where nlohmann would raise (raw control characters, bad escapes,
+  // unpaired surrogates) or the bytes are not UTF-8.
+  bool String(std::string_view* out, bool* escaped) {
+    if (!Eat('"')) return false;
+    const uint8_t* start = p_;
+    uint8_t high = 0;
+    while (p_ < end_) {
+      const uint8_t c = *p_;
+      if (c == '"') {
+        *out = std::string_view(reinterpret_cast<const char*>(start), static_cast<size_t>(p_ - start));
+        ++p_;
+        *escaped = false;
+        return (high & 0x80) == 0 || FirstInvalidUtf8({start, static_cast<size_t>(p_ - 1 - start)}) == kUtf8Valid;
+      }
+      if (c == '\\') break;
+      if (c < 0x20) return false;
+      high |= c;
+      ++p_;
+    }
+    if (p_ >= end_) return false;
+    // Escapes: decode into scratch_.
+    *escaped = true;
+    scratch_.assign(reinterpret_cast<const char*>(start), static_cast<size_t>(p_ - start));
+    while (p_ < end_) {
+      const uint8_t c = *p_;
+      if (c == '"') {
+        ++p_;
+        *out = scratch_;
+        return FirstInvalidUtf8({reinterpret_cast<const uint8_t*>(scratch_.data()), scratch_.size()}) ==
+               kUtf8Valid;
+      }
+      if (c < 0x20) return false;
+      if (c != '\\') {
+        scratch_.push_back(static_cast<char>(c));
+        ++p_;
+        continue;
+      }
+      if (end_ - p_ < 2) return false;
+      const uint8_t e = p_[1];
+      p_ += 2;
+      switch (e) {
+        case '"': scratch_.push_back('"'); break;
+        case '\\': scratch_.push_back('\\'); break;
+        case '/': scratch_.push_back('/'); break;
+        case 'b': scratch_.push_back('\b'); break;
+        case 'f': scratch_.push_back('\f'); break;
+        case 'n': scratch_.push_back('\n'); break;
+        case 'r': scratch_.push_back('\r'); break;
+        case 't': scratch_.push_back('\t'); break;
+        case 'u': {
+          uint32_t cp = 0;
+          if (!U4(&cp)) return false;
+          if (cp >= 0xDC00 && cp <= 0xDFFF) return false;
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            uint32_t lo = 0;
+            if (end_ - p_ < 2 || p_[0] != '\\' || p_[1] != 'u') return false;
+            p_ += 2;
+            if (!U4(&lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          }
+          AppendUtf8(cp);
+          break;
+        }
+        default:
+          return false;
+      }
+    }
+    return false;
+  }
+
+  void AppendUtf8(uint32_t cp) {
+    if (cp < 0x80) {
+      scratch_.push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      scratch_.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      scratch_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      scratch_.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      scratch_.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      scratch_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      scratch_.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      scratch_.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      scratch_.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      scratch_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+
+  // Number: a JSON integer nlohmann reports as number_unsigned (no sign,
+  // fraction or exponent; no leading zero; fits 64 bits).
+  bool Number(uint64_t* out) {
+    if (p_ >= end_ || *p_ < '0' || *p_ > '9') return false;
+    uint64_t v = 0;
+    if (*p_ == '0') {
+      ++p_;
+    } else {
+      while (p_ < end_ && *p_ >= '0' && *p_ <= '9') {
+        if (__builtin_mul_overflow(v, uint64_t{10}, &v) ||
+            __builtin_add_overflow(v, static_cast<uint64_t>(*p_ - '0'), &v)) {
+          return false;  // nlohmann: a float
+        }
+        ++p_;
+      }
+    }
+    if (p_ < end_ && ((*p_ >= '0' && *p_ <= '9') || *p_ == '.' || *p_ == 'e' || *p_ == 'E')) return false;
+    *out = v;
+    return true;
+  }
+
+  bool Entry(uint64_t entry_offset) {
+    if (!Eat('{')) return false;
+    // The record: its name first (the key is in key_, maybe in scratch_).
+    auto& words = TableAccess::Words(table);
+    TableAccess::Rec r{};
+    r.at = TableAccess::AppendName(table, key_);
+    r.name_bytes = static_cast<uint32_t>(key_.size());
+    r.entry_offset = entry_offset;
+    bool seen_dtype = false, seen_shape = false, seen_offsets = false;
+    Ws();
+    for (;;) {
+      bool escaped = false;
+      std::string_view field;
+      if (!String(&field, &escaped)) return false;
+      Ws();
+      if (!Eat(':')) return false;
+      Ws();
+      if (Is(field, "dtype")) {
+        if (seen_dtype) return false;
+        seen_dtype = true;
+        std::string_view v;
+        if (!String(&v, &escaped)) return false;
+        // Entries mostly repeat one dtype: compare with the last one first.
+        if (!last_dtype_name_.empty() && v.size() == last_dtype_name_.size() &&
+            std::memcmp(v.data(), last_dtype_name_.data(), v.size()) == 0) {
+          r.dtype = last_dtype_;
+        } else {
+          if (!ParseDtype(v, &r.dtype)) return false;
+          last_dtype_ = r.dtype;
+          last_dtype_name_ = DtypeName(r.dtype);
+        }
+      } else if (Is(field, "shape")) {
+        if (seen_shape) return false;
+        seen_shape = true;
+        if (!Eat('[')) return false;
+        // The dims go after the name's words (only one shape per entry).
+        const size_t dims_at = words.size();
+        Ws();
+        if (!Eat(']')) {
+          for (;;) {
+            uint64_t d = 0;
+            if (!Number(&d)) return false;
+            if (words.size() - dims_at >= limits_.max_rank || words.size() - dims_at >= kMaxTableRank) {
+              return false;
+            }
+            words.push_back(d);
+            Ws();
+            if (Eat(',')) {
+              Ws();
+              continue;
+            }
+            if (Eat(']')) break;
+            return false;
+          }
+        }
+        r.rank = static_cast<uint16_t>(words.size() - dims_at);
+      } else if (Is(field, "data_offsets")) {
+        if (seen_offsets) return false;
+        seen_offsets = true;
+        if (!Eat('[')) return false;
+        Ws();
+        if (!Number(&r.begin)) return false;
+        Ws();
+        if (!Eat(',')) return false;
+        Ws();
+        if (!Number(&r.end)) return false;
+        Ws();
+        if (!Eat(']')) return false;
+      } else {
+        return false;
+      }
+      Ws();
+      if (Eat(',')) {
+        Ws();
+        continue;
+      }
+      if (Eat('}')) break;
+      return false;
+    }
+    if (!seen_dtype || !seen_shape || !seen_offsets) return false;
+    TableAccess::Recs(table).push_back(r);
+    return true;
+  }
+
+  bool Metadata() {
+    if (!Eat('{')) return false;
+    Ws();
+    if (Eat('}')) return true;
+    for (;;) {
+      const uint8_t* open = p_;
+      bool escaped = false;
+      std::string_view k;
+      if (!String(&k, &escaped) || !NameOk(k) || metadata.size() >= limits_.max_metadata_entries) {
+        return false;
+      }
+      MetaEntry m{std::string(k), std::string(), kLengthFieldBytes + static_cast<uint64_t>(open - base_)};
+      Ws();
+      if (!Eat(':')) return false;
+      Ws();
+      std::string_view v;
+      if (!String(&v, &escaped)) return false;
+      m.value = std::string(v);
+      metadata.push_back(std::move(m));
+      Ws();
+      if (Eat(',')) {
+        Ws();
+        continue;
+      }
+      if (Eat('}')) return true;
+      return false;
+    }
+  }
+
+  // Is: `s` is the literal `lit` (a fixed-size compare the compiler inlines).
+  template <size_t N>
+  static bool Is(std::string_view s, const char (&lit)[N]) {
+    return s.size() == N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
+  }
+
+  Dtype last_dtype_ = Dtype::kU8;
+  std::string_view last_dtype_name_;  // DtypeName's static text; empty at first
+  const uint8_t* base_;
+  const uint8_t* p_;
+  const uint8_t* end_;
+  const Limits& limits_;
+  uint64_t data_start_;
+  const HeaderReleaseFn* release_;
+  const uint8_t* released_;
+  std::string scratch_;
+  std::string_view key_;
+};
+
+// NameHash hashes a record's name words (zero padded) and length.
+uint64_t NameHash(const TensorTable& t, const TableAccess::Rec& r) {
+  const uint64_t* w = TableAccess::Shape(t, r).data() - TableAccess::NameWords(r.name_bytes);
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ r.name_bytes;
+  for (uint64_t i = 0; i < TableAccess::NameWords(r.name_bytes); ++i) {
+    h = (h ^ w[i]) * 0xFF51AFD7ED558CCDull;
+    h ^= h >> 32;
+  }
+  return h;
+}
+
+// FastChecks applies the rules that need the whole table (duplicate names,
+// duplicate metadata keys, each tensor's size, the tiling) to what
+// FastHeader read, sorting the table by offset; false when any fails.
+bool FastChecks(FastHeader& f, uint64_t data_bytes) {
+  TensorTable& table = f.table;
+  auto& recs = TableAccess::Recs(table);
+  const size_t n = recs.size();
+  if (n > UINT32_MAX - 1) return false;
+  // Duplicate names: open addressing over record indices, load <= 1/2.
+  {
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    std::vector<uint32_t> slots(cap, 0);  // index + 1; 0 = empty
+    for (size_t i = 0; i < n; ++i) {
+      const std::string_view name = TableAccess::Name(table, recs[i]);
+      size_t s = static_cast<size_t>(NameHash(table, recs[i])) & (cap - 1);
+      while (slots[s] != 0) {
+        if (TableAccess::Name(table, recs[slots[s] - 1]) == name) return false;
+        s = (s + 1) & (cap - 1);
+      }
+      slots[s] = static_cast<uint32_t>(i + 1);
+    }
+  }
+  auto& meta = f.metadata;
+  std::stable_sort(meta.begin(), meta.end(),
+                   [](const MetaEntry& a, const MetaEntry& b) { return a.key < b.key; });
+  for (size_t i = 1; i < meta.size(); ++i) {
+    if (meta[i].key == meta[i - 1].key) return false;
+  }
+  // CheckTensor's rules.
+  for (const auto& r : recs) {
+    if (r.end < r.begin) return false;
+    uint64_t count = 1;
+    bool overflow = false;
+    for (uint64_t dim : TableAccess::Shape(table, r)) overflow |= __builtin_mul_overflow(count, dim, &count);
+    uint64_t bits = 0;
+    overflow |= __builtin_mul_overflow(count, uint64_t{DtypeBits(r.dtype)}, &bits);
+    if (overflow || bits % 8 != 0 || bits / 8 != r.end - r.begin) return false;
+  }
+  // CheckLayout's order (begin, end, name) and tiling.
+  auto less = [&](const TableAccess::Rec& a, const TableAccess::Rec& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return TableAccess::Name(table, a) < TableAccess::Name(table, b);
+  };
+  if (!std::is_sorted(recs.begin(), recs.end(), less)) std::sort(recs.begin(), recs.end(), less);
+  uint64_t cursor = 0;
+  for (const auto& r : recs) {
+    if (r.end > data_bytes || r.begin != cursor) return false;
+    cursor = r.end;
+  }
+  return cursor == data_bytes;
+}
+
 }  // namespace
 
-Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header, uint64_t file_size,
-                                           const Limits& limits) {
+namespace {
+
+// SlowParse is the SAX parse: it names the first broken rule and its offset.
+Result<Safetensors> SlowParse(std::span<const uint8_t> header, uint64_t file_size,
+                              const Limits& limits) {
   if (file_size < kLengthFieldBytes) return TooShort(file_size);
   if (Status s = CheckLengthField(header.size(), file_size, limits); !s.ok()) return s.error();
 
@@ -593,18 +1031,59 @@ Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header, uint
   if (Status s = CheckLayout(tensors, data_start, file_size - data_start); !s.ok()) {
     return s.error();
   }
-  st.tensors = std::move(tensors);
+  st.tensors = TensorTable(tensors);
   st.metadata.reserve(meta.size());
   for (auto& m : meta) st.metadata.emplace_back(std::move(m.key), std::move(m.value));
   return st;
 }
 
-Result<Safetensors> ParseSafetensors(std::span<const uint8_t> file, const Limits& limits) {
+Result<Safetensors> ParseHeader(std::span<const uint8_t> header, uint64_t file_size,
+                                const Limits& limits, const HeaderReleaseFn* release) {
+  if (file_size < kLengthFieldBytes) return TooShort(file_size);
+  if (Status s = CheckLengthField(header.size(), file_size, limits); !s.ok()) return s.error();
+  const uint64_t data_start = kLengthFieldBytes + header.size();
+  {
+    FastHeader fast(header, limits, data_start, release);
+    if (fast.Run() && FastChecks(fast, file_size - data_start)) {
+      Safetensors st;
+      st.file_size = file_size;
+      st.header_bytes = header.size();
+      st.data_start = data_start;
+      st.has_metadata = fast.has_metadata;
+      st.tensors = std::move(fast.table);
+      st.metadata.reserve(fast.metadata.size());
+      for (auto& m : fast.metadata) st.metadata.emplace_back(std::move(m.key), std::move(m.value));
+      return st;
+    }
+  }
+  return SlowParse(header, file_size, limits);
+}
+
+}  // namespace
+
+Result<Safetensors> ParseSafetensorsHeader(std::span<const uint8_t> header, uint64_t file_size,
+                                           const Limits& limits) {
+  return ParseHeader(header, file_size, limits, nullptr);
+}
+
+Result<Safetensors> ParseSafetensors(std::span<const uint8_t> file, const Limits& limits,
+                                     const HeaderReleaseFn& release) {
   if (file.size() < kLengthFieldBytes) return TooShort(file.size());
   const uint64_t n = LeU64(file.data());
   if (Status s = CheckLengthField(n, file.size(), limits); !s.ok()) return s.error();
-  return ParseSafetensorsHeader(file.subspan(kLengthFieldBytes, static_cast<size_t>(n)),
-                                file.size(), limits);
+  return ParseHeader(file.subspan(kLengthFieldBytes, static_cast<size_t>(n)), file.size(), limits,
+                     &release);
+}
+
+Result<Safetensors> ParseSafetensors(std::span<const uint8_t> file, const Limits& limits) {
+  return ParseSafetensors(file, limits, HeaderReleaseFn());
+}
+
+Result<Safetensors> ParseSafetensorsSax(std::span<const uint8_t> file, const Limits& limits) {
+  if (file.size() < kLengthFieldBytes) return TooShort(file.size());
+  const uint64_t n = LeU64(file.data());
+  if (Status s = CheckLengthField(n, file.size(), limits); !s.ok()) return s.error();
+  return SlowParse(file.subspan(kLengthFieldBytes, static_cast<size_t>(n)), file.size(), limits);
 }
 
 Result<Safetensors> ReadSafetensors(int fd, uint64_t file_size, const Limits& limits) {
@@ -621,7 +1100,7 @@ Result<Safetensors> ReadSafetensors(int fd, uint64_t file_size, const Limits& li
 
 uint64_t CoveredBytes(const Safetensors& st) {
   uint64_t covered = st.data_start;
-  for (const auto& t : st.tensors) covered += t.size_bytes();
+  for (const TensorView t : st.tensors) covered += t.size_bytes();
   return covered;
 }
 

@@ -403,7 +403,7 @@ std::vector<Error> ShardSetErrors(const ShardIndex& index, const ShardHeaders& s
       continue;
     }
     present[i] = it->second;
-    for (const TensorInfo& t : it->second->tensors) holders[t.name].push_back(i);
+    for (const TensorView t : it->second->tensors) holders[t.name].push_back(i);
   }
   auto shard_names = [&](const std::vector<size_t>& at) {
     std::vector<std::string_view> names;
@@ -451,7 +451,7 @@ std::vector<Error> ShardSetErrors(const ShardIndex& index, const ShardHeaders& s
     uint64_t bytes = 0;
     bool overflow = false;
     for (const Safetensors* st : present) {
-      for (const TensorInfo& t : st->tensors) overflow |= __builtin_add_overflow(bytes, t.size_bytes(), &bytes);
+      for (const TensorView t : st->tensors) overflow |= __builtin_add_overflow(bytes, t.size_bytes(), &bytes);
     }
     if (overflow || bytes != *index.total_size) {
       out.Add(Code::kSetTotalSize,

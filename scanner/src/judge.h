@@ -123,16 +123,29 @@ class Scanner {
   }
   bool YaraAll() const { return opts_.yara && opts_.yara_scope == YaraScope::kAll; }
 
-  // SafetensorsYara scans a parsed file's header text ("header") and its
-  // decoded metadata ("metadata": one "key<TAB>value" line per entry, so
-  // "\u0063url" is seen as "curl"); tensor data only for scope all.
-  void SafetensorsYara(std::span<const uint8_t> file, const core::Safetensors& st) {
+  // SafetensorsHeaderYara runs the rules over a safetensors header
+  // ("header": the `header_bytes` bytes after the length field, in place in
+  // `file`) into *found, before the header is parsed: the header's pages
+  // are then read once more by the parse and can be dropped behind it. The
+  // caller keeps the findings only for a file the core accepts, as when the
+  // rules ran after the parse.
+  void SafetensorsHeaderYara(std::span<const uint8_t> file, uint64_t header_bytes,
+                             std::vector<Finding>* found) {
     if (!opts_.yara) return;
     constexpr uint64_t kHeaderStart = 8;
-    // The header was parsed from this mapping: in bounds, nothing copied.
-    if (st.header_bytes > file.size() - std::min<uint64_t>(file.size(), kHeaderStart)) return;
-    Yara(file.subspan(kHeaderStart, static_cast<size_t>(st.header_bytes)), "header", Place{},
-         kHeaderStart);
+    if (file.size() < kHeaderStart || header_bytes > file.size() - kHeaderStart) return;
+    opts_.yara->Scan(file.subspan(kHeaderStart, static_cast<size_t>(header_bytes)), "header", found,
+                     kHeaderStart);
+  }
+
+  // SafetensorsYara records the header's findings (SafetensorsHeaderYara)
+  // and scans the decoded metadata ("metadata": one "key<TAB>value" line per
+  // entry, so "\u0063url" is seen as "curl"); tensor data only for scope all.
+  void SafetensorsYara(std::span<const uint8_t> file, const core::Safetensors& st,
+                       std::vector<Finding> header_findings) {
+    if (!opts_.yara) return;
+    constexpr uint64_t kHeaderStart = 8;
+    for (auto& x : header_findings) out_.findings.push_back(std::move(x));
     std::string text;
     for (const auto& [k, v] : st.metadata) text += k + "\t" + v + "\n";
     std::vector<Finding> f;
@@ -738,6 +751,21 @@ class Scanner {
     // The file itself: torch.load reads a legacy file's raw storages after
     // its pickles (a member or decoded stream is never read that way).
     if (at.member.empty()) ExplainTorchLegacyStorages(bytes, 0, &a);
+    return MaybePickleAnalyzed(std::move(a), bytes, at, claimed, unkept, pickled_end);
+  }
+
+  // FilePickle is the analysis MaybePickle(file, Place{}) makes of the file
+  // itself, made ahead of time (JudgeLoaderViews: before a safetensors
+  // header's pages are dropped, so they are not read back in beside the
+  // tensor table); MaybePickleAnalyzed then judges it in MaybePickle's place.
+  PickleAnalysis FilePickle(std::span<const uint8_t> bytes) const {
+    PickleAnalysis a = AnalyzePickle(bytes, opts_.pickle, 0);
+    ExplainTorchLegacyStorages(bytes, 0, &a);
+    return a;
+  }
+  bool MaybePickleAnalyzed(PickleAnalysis a, std::span<const uint8_t> bytes, const Place& at,
+                           bool claimed = false, std::optional<PickleAnalysis>* unkept = nullptr,
+                           uint64_t* pickled_end = nullptr) {
     if (!claimed && !PicklesLoad(a)) {
       if (unkept != nullptr) *unkept = std::move(a);
       return false;

@@ -194,7 +194,8 @@ void FailClosedOnLimits(FileScan& out) {
 }  // namespace
 
 void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> file,
-                      std::string_view name, const ScanOptions& options, FileScan& out) {
+                      std::string_view name, const ScanOptions& options, FileScan& out,
+                      const core::GuardedMapping* mapping) {
   const Claims claim = ClaimsOf(name);
   const auto head = file.first(std::min<size_t>(file.size(), kSniffBytes));
   auto view = [&](std::string_view loader, Format f) {
@@ -218,12 +219,32 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   // safetensors that is not even shaped like one is still judged (and
   // rejected) by the core, without being a reading of the bytes.
   const bool st_shaped = SafetensorsShaped(file);
+  std::optional<PickleAnalysis> file_pickle;
   if (st_shaped || claim.safetensors) {
     if (st_shaped) view("safetensors", Format::kSafetensors);
-    auto st = core::ParseSafetensors(file, options.limits);
+    // The rules read the header first, then the parse reads it once more
+    // and, over a mapping of the file, drops each part it has finished with:
+    // a header of N bytes then costs about N of resident memory, never the
+    // header and the tensor table at once (issue 16).
+    std::vector<Finding> header_yara;
+    if (mapping != nullptr) file_pickle = sc.FilePickle(file);  // pickle.load at 0, below
+    if (file.size() >= 8) {
+      uint64_t n = 0;
+      for (int i = 7; i >= 0; --i) n = (n << 8) | file[static_cast<size_t>(i)];
+      if (n > 0 && n <= options.limits.max_header_bytes && n <= file.size() - 8) {
+        sc.SafetensorsHeaderYara(file, n, &header_yara);
+        if (mapping != nullptr) mapping->ReleasePages(8, n);
+      }
+    }
+    core::HeaderReleaseFn release;
+    if (mapping != nullptr) {
+      release = [mapping](uint64_t offset) { mapping->ReleasePages(8, offset - 8); };
+    }
+    auto st = core::ParseSafetensors(file, options.limits, release);
+    if (mapping != nullptr && st.ok()) mapping->ReleasePages(8, st.value().header_bytes);
     if (st.ok()) {
       out.safetensors = std::move(st).value();
-      sc.SafetensorsYara(file, *out.safetensors);
+      sc.SafetensorsYara(file, *out.safetensors, std::move(header_yara));
     } else {
       out.unparseable = true;
       out.findings.push_back(FindingFromError(st.error()));
@@ -275,7 +296,10 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   // pickle.load at offset 0 (also torch.load's and numpy.load's fallback),
   // when it would run the bytes.
   std::optional<PickleAnalysis> unkept_pickle;
-  if (sc.MaybePickle(file, Place{}, false, &unkept_pickle)) view("pickle.load", Format::kPickle);
+  if (file_pickle ? sc.MaybePickleAnalyzed(std::move(*file_pickle), file, Place{}, false, &unkept_pickle)
+                  : sc.MaybePickle(file, Place{}, false, &unkept_pickle)) {
+    view("pickle.load", Format::kPickle);
+  }
 
   // GGUF (llama.cpp, gguf-py: the magic at 0; a .gguf name is a claim).
   if (!claim.safetensors && (HasPrefix(head, "GGUF") || EndsWithNoCase(name, ".gguf"))) {

@@ -14,7 +14,10 @@ namespace modelgate::scanner::internal {
 // judges every view a loader would accept with `judge`, and decides the
 // reported format, the polyglot finding and whether the file fails closed.
 // `name` is the file's base name: a claim about which loaders read it.
+// `mapping`, when `file` is its bytes, lets the safetensors view drop the
+// header's pages once it has read them (GuardedMapping::ReleasePages).
 void JudgeLoaderViews(Scanner& judge, const Source& src, std::span<const uint8_t> file,
-                      std::string_view name, const ScanOptions& options, FileScan& out);
+                      std::string_view name, const ScanOptions& options, FileScan& out,
+                      const core::GuardedMapping* mapping = nullptr);
 
 }  // namespace modelgate::scanner::internal

@@ -55,7 +55,8 @@ FileScan ScanOpened(const core::OpenedFile& f, const std::string& path, const Sc
   }
   FdSource src(f.fd, f.size);
   Scanner scanner(options, out);
-  internal::JudgeLoaderViews(scanner, src, mapped.value().bytes(), BaseName(path), options, out);
+  internal::JudgeLoaderViews(scanner, src, mapped.value().bytes(), BaseName(path), options, out,
+                             &mapped.value());
   internal::AddTextRegions(src, out);
   if (mapped.value().faulted()) {
     out.io_error = true;

@@ -50,7 +50,7 @@ core::Result<VerifyResult> VerifyHeader(int fd, uint64_t file_size,
                                         std::vector<core::Sha256Digest>* digests);
 
 // TensorMismatch is the kSigTensorMismatch error for tensor `t`.
-core::Error TensorMismatch(const core::TensorInfo& t, const core::Sha256Digest& got,
+core::Error TensorMismatch(const core::TensorView& t, const core::Sha256Digest& got,
                            const core::Sha256Digest& want);
 
 // FileIdentity is what fstat says identifies a file's content: the inode,

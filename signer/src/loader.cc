@@ -82,7 +82,7 @@ unsigned ThreadCount(const core::HashOptions& options, size_t jobs) {
 // threads, largest tensor first (LPT), so one big tensor starts early
 // instead of last.
 template <typename Job>
-void ParallelLargestFirst(const std::vector<core::TensorInfo>& tensors, unsigned threads,
+void ParallelLargestFirst(const core::TensorTable& tensors, unsigned threads,
                           Job job) {
   std::vector<size_t> order(tensors.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -147,7 +147,7 @@ struct VerifiedModel::State {
   // read without touching the mapping, so a truncation is an error here, not
   // a SIGBUS) between two identity checks.
   std::optional<Error> CheckLazy(size_t i) const {
-    const core::TensorInfo& t = st().tensors[i];
+    const core::TensorView t = st().tensors[i];
     core::Status same = internal::CheckIdentity(file.fd, identity, "before tensor was hashed");
     if (!same.ok()) return same.error();
     core::HashOptions one = hash;
@@ -214,11 +214,11 @@ core::Result<TensorView> VerifiedModel::Tensor(size_t index) const {
                      std::to_string(tensors.size()) + " tensors)"};
   }
   if (auto failure = state_->EnsureChecked(index)) return *failure;
-  const core::TensorInfo& t = tensors[index];
+  const core::TensorView t = tensors[index];
   TensorView v;
   v.name = t.name;
   v.dtype = t.dtype;
-  v.shape = t.shape;
+  v.shape = t.shape.span();
   if (t.size_bytes() > 0) {
     v.bytes = std::span<const uint8_t>(state_->data + t.begin, static_cast<size_t>(t.size_bytes()));
   }
@@ -263,7 +263,7 @@ core::Status ReadAndHashInto(int fd, const core::Safetensors& st, uint8_t* dest,
   std::atomic<bool> failed{false};
   ParallelLargestFirst(st.tensors, ThreadCount(options, st.tensors.size()), [&](size_t i) {
     if (failed.load(std::memory_order_relaxed)) return;
-    const core::TensorInfo& t = st.tensors[i];
+    const core::TensorView t = st.tensors[i];
     std::optional<Error> error;
     auto got = ReadAndHash(fd, t.file_begin(), t.size_bytes(), dest + t.begin, piece_bytes);
     if (!got.ok()) {

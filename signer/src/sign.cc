@@ -177,9 +177,9 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
     ++result.dropped_records;  // malformed stsig.*: nothing in it can verify
   }
 
-  std::vector<const core::TensorInfo*> by_name;
-  for (const auto& t : st.tensors) by_name.push_back(&t);
-  std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::vector<core::TensorView> by_name(st.tensors.begin(), st.tensors.end());
+  std::sort(by_name.begin(), by_name.end(),
+            [](const core::TensorView& a, const core::TensorView& b) { return a.name < b.name; });
 
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::vector<StsigRecord> records = kept;
@@ -187,7 +187,7 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
     std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.kid < b.kid; });
     std::vector<TensorDigest> digests;
     digests.reserve(by_name.size());
-    for (auto* t : by_name) digests.emplace_back(t->name, core::Sha256Digest{});
+    for (const auto& t : by_name) digests.emplace_back(t.name, core::Sha256Digest{});
 
     // The header's length does not depend on digest or signature values
     // (fixed-width hex and base64), so the data's place is known now.
@@ -205,7 +205,7 @@ core::Result<SignResult> SignFile(const std::string& path, const PrivateKey& key
     // Hash the copy: the signature covers exactly the bytes written.
     std::vector<core::ByteRange> ranges;
     ranges.reserve(by_name.size());
-    for (auto* t : by_name) ranges.push_back({data_start + t->begin, t->size_bytes()});
+    for (const auto& t : by_name) ranges.push_back({data_start + t.begin, t.size_bytes()});
     auto hashed = core::HashRanges(tmp.fd(), ranges, options.hash);
     if (!hashed.ok()) return hashed.error();
     for (size_t i = 0; i < digests.size(); ++i) digests[i].second = hashed.value()[i];

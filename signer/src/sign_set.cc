@@ -68,15 +68,15 @@ core::Result<core::Sha256Digest> ContentOfFile(const core::OpenedFile& f, const 
   auto parsed = core::ReadSafetensors(f.fd, f.size, options.limits);
   if (!parsed.ok()) return parsed.error();
   const core::Safetensors& st = parsed.value();
-  std::vector<const core::TensorInfo*> by_name;
-  for (const auto& t : st.tensors) by_name.push_back(&t);
-  std::sort(by_name.begin(), by_name.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::vector<core::TensorView> by_name(st.tensors.begin(), st.tensors.end());
+  std::sort(by_name.begin(), by_name.end(),
+            [](const core::TensorView& a, const core::TensorView& b) { return a.name < b.name; });
   std::vector<core::ByteRange> ranges;
-  for (auto* t : by_name) ranges.push_back({t->file_begin(), t->size_bytes()});
+  for (const auto& t : by_name) ranges.push_back({t.file_begin(), t.size_bytes()});
   auto hashed = core::HashRanges(f.fd, ranges, options.hash);
   if (!hashed.ok()) return hashed.error();
   std::vector<TensorDigest> digests;
-  for (size_t i = 0; i < by_name.size(); ++i) digests.emplace_back(by_name[i]->name, hashed.value()[i]);
+  for (size_t i = 0; i < by_name.size(); ++i) digests.emplace_back(by_name[i].name, hashed.value()[i]);
   auto d = ContentDigest(st, digests);
   if (!d.ok()) return d.error();
   *header_out = std::move(parsed).value();

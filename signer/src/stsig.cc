@@ -108,7 +108,7 @@ std::string SerializeHeader(const core::Safetensors& st,
   std::sort(metadata.begin(), metadata.end());
   std::string out = "{";
   bool first = true;
-  for (const core::TensorInfo& t : st.tensors) {  // data order, as parsed
+  for (const core::TensorView t : st.tensors) {  // data order, as parsed
     if (!first) out += ',';
     first = false;
     AppendJsonString(out, t.name);
@@ -258,10 +258,9 @@ Result<std::monostate> AppendContent(std::vector<uint8_t>& m, const core::Safete
     PutB(m, kv->first);
     PutB(m, kv->second);
   }
-  std::vector<const core::TensorInfo*> tensors;
-  tensors.reserve(st.tensors.size());
-  for (const auto& t : st.tensors) tensors.push_back(&t);
-  std::sort(tensors.begin(), tensors.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::vector<core::TensorView> tensors(st.tensors.begin(), st.tensors.end());
+  std::sort(tensors.begin(), tensors.end(),
+            [](const core::TensorView& a, const core::TensorView& b) { return a.name < b.name; });
   if (digests.size() != tensors.size()) {
     return Error{Code::kSigDigestMap, kNoOffset,
                  "stsig.v1.sha256 has " + std::to_string(digests.size()) + " entries for " +
@@ -269,7 +268,7 @@ Result<std::monostate> AppendContent(std::vector<uint8_t>& m, const core::Safete
   }
   PutU64(m, tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const core::TensorInfo& t = *tensors[i];
+    const core::TensorView& t = tensors[i];
     if (digests[i].first != t.name) {
       return Error{Code::kSigDigestMap, t.entry_offset,
                    "stsig.v1.sha256 has no entry for tensor " + core::Quoted(t.name)};
@@ -340,7 +339,7 @@ core::Result<Stsig> ParseStsig(const core::Safetensors& st) {
 
   // The name set must equal the tensor set exactly.
   std::set<std::string_view> tensor_names;
-  for (const auto& t : st.tensors) tensor_names.insert(t.name);
+  for (const core::TensorView t : st.tensors) tensor_names.insert(t.name);
   for (const auto& [name, d] : out.digests) {
     if (!tensor_names.count(name)) {
       return Error{Code::kSigDigestMap, kNoOffset,
@@ -352,7 +351,7 @@ core::Result<Stsig> ParseStsig(const core::Safetensors& st) {
   if (out.digests.size() != st.tensors.size()) {
     std::set<std::string_view> mapped;
     for (const auto& [name, d] : out.digests) mapped.insert(name);
-    for (const auto& t : st.tensors) {
+    for (const core::TensorView t : st.tensors) {
       if (!mapped.count(t.name)) {
         return Error{Code::kSigDigestMap, t.entry_offset,
                      "tensor " + core::Quoted(t.name) + " has no entry in stsig.v1.sha256"};

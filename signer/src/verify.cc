@@ -139,7 +139,7 @@ core::Result<VerifyResult> VerifyHeader(int fd, uint64_t file_size,
   digests->reserve(st.tensors.size());
   for (const auto& t : st.tensors) {
     auto it = std::lower_bound(sig.digests.begin(), sig.digests.end(), t.name,
-                               [](const TensorDigest& d, const std::string& n) { return d.first < n; });
+                               [](const TensorDigest& d, std::string_view n) { return d.first < n; });
     if (it == sig.digests.end() || it->first != t.name) {
       Error missing{Code::kSigDigestMap, t.entry_offset,
                     "tensor " + core::Quoted(t.name) + " has no signed digest"};
@@ -152,7 +152,7 @@ core::Result<VerifyResult> VerifyHeader(int fd, uint64_t file_size,
   return out;
 }
 
-Error TensorMismatch(const core::TensorInfo& t, const core::Sha256Digest& got,
+Error TensorMismatch(const core::TensorView& t, const core::Sha256Digest& got,
                      const core::Sha256Digest& want) {
   return Error{Code::kSigTensorMismatch, t.file_begin(),
                "tensor " + core::Quoted(t.name) + " bytes [" + std::to_string(t.file_begin()) +

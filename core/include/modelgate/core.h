@@ -4,11 +4,15 @@
 // message). No third-party types appear here.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <compare>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -239,9 +243,10 @@ uint32_t DtypeBits(Dtype d);
 bool ParseDtype(std::string_view name, Dtype* out);
 std::span<const Dtype> AllDtypes();
 
-// TensorInfo is one validated tensor entry. Offsets are relative to the
-// start of the data section as written in the header; file_begin()/file_end()
-// are absolute file offsets.
+// TensorInfo is one tensor entry as a value that owns its name and shape
+// (for building a table by hand, or a copy of one entry of a parsed file).
+// Offsets are relative to the start of the data section as written in the
+// header; file_begin()/file_end() are absolute file offsets.
 struct TensorInfo {
   std::string name;
   Dtype dtype = Dtype::kU8;
@@ -258,6 +263,148 @@ struct TensorInfo {
   uint64_t ElementCount() const;
 };
 
+// Dims is a view of one tensor's shape inside a TensorTable. It compares
+// equal to another Dims or a std::vector<uint64_t> with the same values.
+class Dims {
+ public:
+  Dims() = default;
+  explicit Dims(std::span<const uint64_t> dims) : dims_(dims) {}
+  size_t size() const { return dims_.size(); }
+  bool empty() const { return dims_.empty(); }
+  const uint64_t* data() const { return dims_.data(); }
+  const uint64_t* begin() const { return dims_.data(); }
+  const uint64_t* end() const { return dims_.data() + dims_.size(); }
+  uint64_t operator[](size_t i) const { return dims_[i]; }
+  std::span<const uint64_t> span() const { return dims_; }
+  operator std::vector<uint64_t>() const { return {begin(), end()}; }  // NOLINT: a copy on request
+
+  friend bool operator==(Dims a, Dims b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator==(Dims a, const std::vector<uint64_t>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  std::span<const uint64_t> dims_;
+};
+
+// TensorName is a tensor's name in a TensorTable: a string_view into the
+// table's arena that also converts to a std::string where a copy is wanted.
+class TensorName : public std::string_view {
+ public:
+  TensorName() = default;
+  TensorName(std::string_view v) : std::string_view(v) {}  // NOLINT
+  operator std::string() const { return std::string(data(), size()); }  // NOLINT
+};
+
+// TensorView is one entry of a TensorTable, viewing the table's name arena
+// and dims: valid while the table lives unchanged. The same fields as
+// TensorInfo; converts to one (a copy) where an owning value is wanted.
+struct TensorView {
+  TensorName name;
+  Dtype dtype = Dtype::kU8;
+  Dims shape;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t entry_offset = 0;
+  uint64_t data_start = 0;
+
+  uint64_t file_begin() const { return data_start + begin; }
+  uint64_t file_end() const { return data_start + end; }
+  uint64_t size_bytes() const { return end - begin; }
+  uint64_t ElementCount() const;
+  operator TensorInfo() const {  // NOLINT: a copy on request
+    return TensorInfo{std::string(name), dtype, shape, begin, end, entry_offset, data_start};
+  }
+};
+
+// TensorTable holds the tensors of one file in three allocations, never a
+// node per tensor: fixed-size records, every name in one arena and every
+// dimension in one array (issue 16: a 650k-tensor header must not cost
+// more memory than its text). Indexing and iteration yield TensorViews by
+// value. All tensors of a table share one data_start (one file's data
+// section): a TensorInfo pushed with another is a programming error.
+class TensorTable {
+ public:
+  TensorTable() = default;
+  TensorTable(const std::vector<TensorInfo>& tensors);  // NOLINT: `st.tensors = vec`
+  TensorTable(std::initializer_list<TensorInfo> tensors);  // NOLINT: `st.tensors = {a, b}`
+
+  size_t size() const { return recs_.size(); }
+  bool empty() const { return recs_.empty(); }
+  TensorView operator[](size_t i) const;
+  // at is operator[] with a bounds check (std::out_of_range, as vector::at).
+  TensorView at(size_t i) const;
+  TensorView front() const { return (*this)[0]; }
+  TensorView back() const { return (*this)[size() - 1]; }
+  void push_back(const TensorInfo& t);
+  void pop_back();
+  void clear();
+  void reserve(size_t tensor_count);
+  // HeapBytes is what the table holds on the heap (capacity, not size).
+  size_t HeapBytes() const;
+
+  class iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = TensorView;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = TensorView;
+    iterator() = default;
+    iterator(const TensorTable* table, size_t i) : table_(table), i_(i) {}
+    TensorView operator*() const { return (*table_)[i_]; }
+    TensorView operator[](difference_type n) const { return (*table_)[i_ + n]; }
+    iterator& operator++() { ++i_; return *this; }
+    iterator operator++(int) { iterator t = *this; ++i_; return t; }
+    iterator& operator--() { --i_; return *this; }
+    iterator operator--(int) { iterator t = *this; --i_; return t; }
+    iterator& operator+=(difference_type n) { i_ += n; return *this; }
+    iterator& operator-=(difference_type n) { i_ -= n; return *this; }
+    friend iterator operator+(iterator a, difference_type n) { return a += n; }
+    friend iterator operator+(difference_type n, iterator a) { return a += n; }
+    friend iterator operator-(iterator a, difference_type n) { return a -= n; }
+    friend difference_type operator-(iterator a, iterator b) {
+      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+    }
+    friend bool operator==(iterator a, iterator b) { return a.i_ == b.i_; }
+    friend auto operator<=>(iterator a, iterator b) { return a.i_ <=> b.i_; }
+
+   private:
+    const TensorTable* table_ = nullptr;
+    size_t i_ = 0;
+  };
+  using const_iterator = iterator;
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size()}; }
+
+ private:
+  // Rec is one tensor in 40 bytes. Its name is the first name_bytes bytes
+  // of words_[at...], its shape the `rank` words after the name's words.
+  struct Rec {
+    uint64_t begin;
+    uint64_t end;
+    uint64_t entry_offset;
+    uint64_t at;
+    uint32_t name_bytes;
+    uint16_t rank;
+    Dtype dtype;
+  };
+  static_assert(sizeof(Rec) == 40);
+  friend struct TableAccess;  // the parser (safetensors.cc) builds tables in place
+
+  std::vector<Rec> recs_;
+  std::vector<uint64_t> words_;  // names (8-byte aligned, zero padded) and dims
+  uint64_t data_start_ = 0;
+};
+
+// kMaxTableRank and kMaxTableNameBytes are what one TensorTable record can
+// hold; a parse under Limits raised past them refuses a tensor beyond them
+// (kStRankTooLarge, kStNameTooLong) instead of truncating it.
+inline constexpr uint64_t kMaxTableRank = UINT16_MAX;
+inline constexpr uint64_t kMaxTableNameBytes = UINT32_MAX;
+
 // Safetensors is a parsed, fully validated file: tensors in data-offset
 // order (ties broken by end, then name), metadata sorted bytewise by key.
 struct Safetensors {
@@ -265,7 +412,7 @@ struct Safetensors {
   uint64_t header_bytes = 0;  // N, the header length field
   uint64_t data_start = 0;    // 8 + N
   bool has_metadata = false;  // an __metadata__ object was present
-  std::vector<TensorInfo> tensors;
+  TensorTable tensors;
   std::vector<std::pair<std::string, std::string>> metadata;
 
   uint64_t data_bytes() const { return file_size - data_start; }
@@ -276,6 +423,21 @@ struct Safetensors {
 // Allocates within `limits`, not within what the file claims.
 Result<Safetensors> ParseSafetensors(std::span<const uint8_t> file,
                                      const Limits& limits);
+
+// HeaderReleaseFn is told, as the parse moves through the header, the
+// absolute file offset before which it has finished with the bytes: the
+// owner of a file mapping may drop those pages from memory (they must stay
+// readable: a header the one-pass parse refuses is read again from the
+// start, by the parse that names the broken rule).
+using HeaderReleaseFn = std::function<void(uint64_t file_offset)>;
+// ParseSafetensors as above, telling `release` what it has finished with.
+Result<Safetensors> ParseSafetensors(std::span<const uint8_t> file, const Limits& limits,
+                                     const HeaderReleaseFn& release);
+
+// ParseSafetensorsSax is ParseSafetensors by the SAX parse alone, the parse
+// that names a broken rule, without the one-pass parse that accepted files
+// take: for tests and the fuzz target, which check both give one answer.
+Result<Safetensors> ParseSafetensorsSax(std::span<const uint8_t> file, const Limits& limits);
 
 // ParseSafetensorsHeader checks a header given its bytes (the N bytes after
 // the length field) and the total file size. The length field itself must
@@ -355,6 +517,11 @@ class GuardedMapping {
   std::span<const uint8_t> bytes() const { return {data_, static_cast<size_t>(size_)}; }
   // faulted: some page of the mapping was gone when read (the file shrank).
   bool faulted() const;
+  // ReleasePages drops the whole pages inside [offset, offset + size_bytes)
+  // from this process's memory (madvise MADV_DONTNEED): they stay mapped and
+  // read the same bytes again from the page cache when touched. For a file
+  // read once, so that it costs no resident memory once judged.
+  void ReleasePages(uint64_t offset, uint64_t size_bytes) const;
 
  private:
   void Release();
