@@ -509,7 +509,7 @@ Status CheckLayout(std::vector<TensorInfo>& tensors, uint64_t data_start, uint64
 
 // kReleaseStepBytes: how often (in header bytes) the parse tells its caller
 // which bytes it has finished with.
-constexpr uint64_t kReleaseStepBytes = 4ull << 20;
+constexpr uint64_t kReleaseStepBytes = 1ull << 20;
 
 class FastHeader {
  public:
@@ -874,19 +874,40 @@ bool FastChecks(FastHeader& f, uint64_t data_bytes) {
   auto& recs = TableAccess::Recs(table);
   const size_t n = recs.size();
   if (n > UINT32_MAX - 1) return false;
-  // Duplicate names: open addressing over record indices, load <= 1/2.
+  // Duplicate names: open addressing over record indices, load <= 3/4
+  // (4 bytes a slot: 4 MiB for 650k names). The names are the sender's: a
+  // set built to collide in NameHash would make the probing quadratic, so
+  // past kMaxProbesPerName probes a name on average the check sorts the
+  // indices by name instead (n log n whatever the names).
   {
+    constexpr uint64_t kMaxProbesPerName = 8;
     size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
+    while (cap / 4 * 3 < n) cap *= 2;
     std::vector<uint32_t> slots(cap, 0);  // index + 1; 0 = empty
-    for (size_t i = 0; i < n; ++i) {
+    uint64_t probes = 0;
+    bool sorted_check = false;
+    for (size_t i = 0; i < n && !sorted_check; ++i) {
       const std::string_view name = TableAccess::Name(table, recs[i]);
       size_t s = static_cast<size_t>(NameHash(table, recs[i])) & (cap - 1);
       while (slots[s] != 0) {
         if (TableAccess::Name(table, recs[slots[s] - 1]) == name) return false;
+        if (++probes > kMaxProbesPerName * n) {
+          sorted_check = true;
+          break;
+        }
         s = (s + 1) & (cap - 1);
       }
       slots[s] = static_cast<uint32_t>(i + 1);
+    }
+    if (sorted_check) {
+      std::vector<uint32_t>().swap(slots);
+      std::vector<uint32_t> idx(n);
+      for (size_t i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(i);
+      auto name = [&](uint32_t i) { return TableAccess::Name(table, recs[i]); };
+      std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return name(a) < name(b); });
+      for (size_t i = 1; i < n; ++i) {
+        if (name(idx[i - 1]) == name(idx[i])) return false;
+      }
     }
   }
   auto& meta = f.metadata;

@@ -223,7 +223,7 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   if (st_shaped || claim.safetensors) {
     if (st_shaped) view("safetensors", Format::kSafetensors);
     // The rules read the header first, then the parse reads it once more
-    // and, over a mapping of the file, drops each part it has finished with:
+    // and, over a mapping of the file, drops each MiB it has finished with:
     // a header of N bytes then costs about N of resident memory, never the
     // header and the tensor table at once (issue 16).
     std::vector<Finding> header_yara;
