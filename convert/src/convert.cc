@@ -257,7 +257,7 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
   st.header_bytes = layout.value().size();
   st.data_start = data_start;
   st.file_size = data_start + data_bytes;
-  for (auto& t : st.tensors) t.data_start = data_start;
+  st.tensors.set_data_start(data_start);
 
   // 5. The data, then the header; committed only when all is written.
   auto created = core::AtomicOutput::Create(out_path, 0644);

@@ -342,6 +342,9 @@ class TensorTable {
   void pop_back();
   void clear();
   void reserve(size_t tensor_count);
+  // set_data_start places every tensor of the table in a data section that
+  // starts at `data_start` (a writer learns it after laying out the header).
+  void set_data_start(uint64_t data_start) { data_start_ = data_start; }
   // HeapBytes is what the table holds on the heap (capacity, not size).
   size_t HeapBytes() const;
 
