@@ -404,11 +404,7 @@ class Scanner {
   // member's data are judged once.
   void Zip(const Source& src, std::span<const uint8_t> bytes, const Place& at, uint64_t depth) {
     std::vector<Finding> f;
-    ZipLimits limits;
-    limits.max_entries = opts_.containers.max_zip_entries;
-    limits.max_central_dir_bytes = opts_.containers.max_central_dir_bytes;
-    limits.max_member_bytes = opts_.containers.max_member_bytes;
-    auto zr = ReadZip(src, limits, budget_, &f);
+    auto zr = ReadZip(src, ZipLimitsFrom(opts_.containers), budget_, &f);
     if (!zr.ok()) {
       out_.io_error = true;
       out_.findings.push_back(FindingFromError(zr.error()));

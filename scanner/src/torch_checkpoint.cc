@@ -35,11 +35,7 @@ core::Result<TorchZipCheckpoint> ReadTorchZipCheckpoint(const core::OpenedFile& 
   FdSource src(file.fd, file.size);
   Budget budget(options.containers);
   std::vector<Finding> findings;
-  ZipLimits zl;
-  zl.max_entries = options.containers.max_zip_entries;
-  zl.max_central_dir_bytes = options.containers.max_central_dir_bytes;
-  zl.max_member_bytes = options.containers.max_member_bytes;
-  auto zr = ReadZip(src, zl, budget, &findings);
+  auto zr = ReadZip(src, ZipLimitsFrom(options.containers), budget, &findings);
   if (!zr.ok()) return zr.error();
   const ZipArchive& zip = zr.value();
   if (!zip.directory_ok || zip.entries.empty()) {

@@ -22,6 +22,16 @@ struct ZipLimits {
   uint64_t max_member_bytes = 1ull << 30;       // one member extracted to memory
 };
 
+// ZipLimitsFrom: the zip reader's limits a scan's ContainerLimits set (the
+// scan's Zip() and ReadTorchZipCheckpoint read archives under the same ones).
+inline ZipLimits ZipLimitsFrom(const ContainerLimits& c) {
+  ZipLimits z;
+  z.max_entries = c.max_zip_entries;
+  z.max_central_dir_bytes = c.max_central_dir_bytes;
+  z.max_member_bytes = c.max_member_bytes;
+  return z;
+}
+
 struct ZipEntry {
   std::string name;  // central directory name (what the loader looks up)
   uint16_t flags = 0;
