@@ -33,18 +33,7 @@ mg="$build/cli/modelgate"
 bench_scratch 256 header650k
 file="$data/big.safetensors"
 
-python3 - "$file" "$count" <<'PY'
-import struct, sys
-path, n = sys.argv[1], int(sys.argv[2])
-parts = ['"t%07d":{"dtype":"U8","shape":[1],"data_offsets":[%d,%d]}' % (i, i, i + 1) for i in range(n)]
-header = ("{" + ",".join(parts) + "}").encode()
-header += b" " * (-(8 + len(header)) % 8)  # the reference writer pads to 8
-with open(path, "wb") as f:
-    f.write(struct.pack("<Q", len(header)))
-    f.write(header)
-    f.write(b"\0" * n)
-PY
-header_bytes=$(python3 -c 'import struct,sys; print(struct.unpack("<Q", open(sys.argv[1],"rb").read(8))[0])' "$file")
+bench_wide_header "$file" "$count"  # sets $header_bytes
 cat "$file" >/dev/null  # page cache warm for every command
 echo "header_650k: $count tensors, header $header_bytes bytes, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "modelgate: $mg ($(grep -m1 '^CMAKE_BUILD_TYPE' "$build/CMakeCache.txt" 2>/dev/null | cut -d= -f2 || echo '?'))"

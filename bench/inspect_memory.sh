@@ -6,6 +6,9 @@
 # bench_parse. Issue 9 point 8: inspect stays under 4x the header size.
 # Prints the header bytes, each command's peak RSS and its ratio to the header.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
 build=$(cd "$1" && pwd)
 count=${2:-1000000}
 mg="$build/cli/modelgate"
@@ -15,18 +18,7 @@ data=$(mktemp -d "${TMPDIR:-/tmp}/mg-inspect-bench.XXXXXX")
 trap 'rm -rf "$data"' EXIT
 file="$data/big.safetensors"
 
-python3 - "$file" "$count" <<'PY'
-import struct, sys
-path, n = sys.argv[1], int(sys.argv[2])
-parts = ['"t%07d":{"dtype":"U8","shape":[1],"data_offsets":[%d,%d]}' % (i, i, i + 1) for i in range(n)]
-header = ("{" + ",".join(parts) + "}").encode()
-header += b" " * (-(8 + len(header)) % 8)  # the reference writer pads to 8
-with open(path, "wb") as f:
-    f.write(struct.pack("<Q", len(header)))
-    f.write(header)
-    f.write(b"\0" * n)
-PY
-header_bytes=$(python3 -c 'import struct,sys; print(struct.unpack("<Q", open(sys.argv[1],"rb").read(8))[0])' "$file")
+bench_wide_header "$file" "$count"  # sets $header_bytes
 echo "file: $count tensors, header $header_bytes bytes"
 
 measure() {  # measure NAME ARGS...: peak RSS of one run, output discarded
