@@ -9,6 +9,7 @@
 
 #include "modelgate/atomic_file.h"
 #include "modelgate/convert.h"
+#include "readers.h"
 
 namespace modelgate::convert {
 namespace {
@@ -146,37 +147,35 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
   if (scan.unparseable) {
     return refuse(Error{Code::kConvUnsupported, core::kNoOffset, "the scan could not judge the whole file"});
   }
-  if (scan.format != scanner::Format::kPytorchZip) {
-    return refuse(Error{Code::kConvUnsupported, 0,
-                        "format " + std::string(scanner::FormatName(scan.format)) +
-                            " is not converted yet (PyTorch zip checkpoints are)"});
+  // 2. The format's reader: the tensors to write and where their bytes lie.
+  core::Result<Checkpoint> read = core::Error{Code::kConvUnsupported, 0, ""};
+  switch (scan.format) {
+    case scanner::Format::kPytorchZip:
+      read = ReadTorchZip(in, options);
+      break;
+    default:
+      return refuse(Error{Code::kConvUnsupported, 0,
+                          "format " + std::string(scanner::FormatName(scan.format)) + " is not converted"});
   }
-  // 2. The graph and the storage records.
-  auto ck = scanner::ReadTorchZipCheckpoint(in, options.scan);
-  if (!ck.ok()) return refuse(ck.error());
-  const scanner::TorchZipCheckpoint& zip = ck.value();
-  auto planned = PlanStateDict(zip.graph, options.limits, options.drop_non_tensors);
-  if (!planned.ok()) return refuse(planned.error());
-  StateDictPlan& plan = planned.value();
-  std::map<std::string, const scanner::TorchRecord*> records;
-  for (const auto& r : zip.records) records.emplace(r.key, &r);
+  if (!read.ok()) return refuse(read.error());
+  Checkpoint& ck = read.value();
+  StateDictPlan& plan = ck.plan;
 
   // 3. Layout: tensors in name order, each its own contiguous bytes.
   core::Safetensors st;
   uint64_t data_bytes = 0;
   std::map<std::string, std::vector<std::string>> by_storage;
   for (const TensorPlan& t : plan.tensors) {
-    auto rec = records.find(t.key);
-    if (rec == records.end()) {
-      return refuse(Error{Code::kConvStorage, t.node_offset,
-                          Quoted(t.name, 120) + ": no storage record " + Quoted(zip.prefix + "/data/" + t.key, 120)});
+    auto rec = ck.storages.find(t.key);
+    if (rec == ck.storages.end()) {
+      return refuse(Error{Code::kConvStorage, t.node_offset, Quoted(t.name, 120) + ": no storage " + Quoted(t.key, 120)});
     }
     const uint64_t el = ElemBytes(t.dtype);
     uint64_t want = 0, numel = 1, bytes = 0;
     bool overflow = __builtin_mul_overflow(t.storage_numel, el, &want);
-    if (overflow || want != rec->second->bytes) {
-      return refuse(Error{Code::kConvStorage, rec->second->offset,
-                          "storage record " + Quoted(t.key, 60) + " holds " + std::to_string(rec->second->bytes) +
+    if (overflow || want != rec->second.bytes) {
+      return refuse(Error{Code::kConvStorage, rec->second.offset,
+                          "storage record " + Quoted(t.key, 60) + " holds " + std::to_string(rec->second.bytes) +
                               " bytes, not " + std::to_string(t.storage_numel) + " elements of " +
                               std::to_string(el) + " bytes"});
     }
@@ -265,8 +264,9 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
   core::AtomicOutput out = std::move(created).value();
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
     const TensorPlan& t = plan.tensors[i];
-    Writer w(out, data_start + st.tensors[i].begin, zip.big_endian, t.dtype, sign);
-    if (auto s = CopyTensor(in.fd, records[t.key]->offset, t, options.limits.gather_window_bytes, w); !s.ok()) {
+    const StorageBytes& sb = ck.storages.at(t.key);
+    Writer w(out, data_start + st.tensors[i].begin, sb.big_endian, t.dtype, sign);
+    if (auto s = CopyTensor(in.fd, sb.offset, t, options.limits.gather_window_bytes, w); !s.ok()) {
       return refuse(s.error());
     }
     if (sign) digests[i].second = w.Digest();

@@ -226,39 +226,76 @@ class Planner {
       }
       std::string name = prefix.empty() ? key->text : prefix + "." + key->text;
       if (name == "__metadata__") return Fail(Code::kConvName, key, "a value named \"__metadata__\"");
-      const std::vector<std::pair<uint32_t, uint32_t>>* sub = nullptr;
-      if (auto s = DictEntries(*val, &sub); !s.ok()) return s;
-      if (sub != nullptr) {
-        if (!on_path_.insert(val).second) return Fail(Code::kConvNotAllowed, val, "a dict that holds itself");
-        auto s = Walk(*val, *sub, name, depth + 1);
-        on_path_.erase(val);
-        if (!s.ok()) return s;
-        continue;
-      }
-      if (val->kind == Kind::kStr) {
-        if (val->truncated) return Fail(Code::kConvUnsupported, val, "a string cut by max_string_bytes");
-        strings_.emplace_back(std::move(name), val->text);
-        continue;
-      }
-      if (val->kind == Kind::kCall) {
-        if (tensors_.size() >= lim_.max_tensors) {
-          return Fail(Code::kConvLimit, val,
-                      "max_tensors (" + std::to_string(lim_.max_tensors) + ") reached at " + Quoted(name, 120));
-        }
-        TensorPlan t;
-        t.name = std::move(name);
-        if (auto s = Tensor(*val, 0, &t); !s.ok()) return s;
-        tensors_.push_back(std::move(t));
-        continue;
-      }
-      if (val->kind == Kind::kGlobal || val->kind == Kind::kPersistent || val->kind == Kind::kOther) {
-        return Fail(Code::kConvNotAllowed, val, Quoted(name, 120) + " is " + Describe(*val));
-      }
-      // A plain value that is no tensor: listed (refused or dropped). Its
-      // items are not followed: nothing in them is written.
-      if (non_tensors_.empty()) first_non_tensor_ = val->offset;
-      non_tensors_.push_back(Quoted(name, 120) + " (" + KindName(val->kind) + ")");
+      if (auto s = Value(std::move(name), *val, depth); !s.ok()) return s;
     }
+    return core::OkStatus();
+  }
+
+  static bool Scalar(const PickleNode& n) {
+    return n.kind == Kind::kNone || n.kind == Kind::kBool || n.kind == Kind::kInt || n.kind == Kind::kFloat ||
+           n.kind == Kind::kStr || n.kind == Kind::kBytes;
+  }
+
+  // Value places one value named `name` found at nesting `depth`.
+  core::Status Value(std::string name, const PickleNode& val, uint64_t depth) {
+    const std::vector<std::pair<uint32_t, uint32_t>>* sub = nullptr;
+    if (auto s = DictEntries(val, &sub); !s.ok()) return s;
+    if (sub != nullptr) {
+      if (!on_path_.insert(&val).second) return Fail(Code::kConvNotAllowed, &val, "a dict that holds itself");
+      auto s = Walk(val, *sub, name, depth + 1);
+      on_path_.erase(&val);
+      return s;
+    }
+    // A list or tuple that holds more than plain scalars (e.g. a list of
+    // tensors, as a ModuleList's state would be if saved by hand): its
+    // items are named name.0, name.1, ... A list of scalars stays one
+    // non-tensor leaf.
+    if ((val.kind == Kind::kList || val.kind == Kind::kTuple) &&
+        std::any_of(val.items.begin(), val.items.end(), [&](uint32_t i) {
+          const PickleNode* n = Node(i);
+          return n == nullptr || !Scalar(*n);
+        })) {
+      if (!val.states.empty() || !val.entries.empty()) {
+        return Fail(Code::kConvNotAllowed, &val, Quoted(name, 120) + ": a list or tuple with BUILD state");
+      }
+      if (depth + 1 > lim_.max_depth) {
+        return Fail(Code::kConvLimit, &val,
+                    "max_depth (" + std::to_string(lim_.max_depth) + ") of nested containers reached at " +
+                        Quoted(name, 120));
+      }
+      if (!on_path_.insert(&val).second) return Fail(Code::kConvNotAllowed, &val, "a list that holds itself");
+      for (size_t i = 0; i < val.items.size(); ++i) {
+        const PickleNode* item = Node(val.items[i]);
+        if (item == nullptr) return Fail(Code::kConvUnsupported, &val, "an incomplete list");
+        auto s = Value(name + "." + std::to_string(i), *item, depth + 1);
+        if (!s.ok()) return s;
+      }
+      on_path_.erase(&val);
+      return core::OkStatus();
+    }
+    if (val.kind == Kind::kStr) {
+      if (val.truncated) return Fail(Code::kConvUnsupported, &val, "a string cut by max_string_bytes");
+      strings_.emplace_back(std::move(name), val.text);
+      return core::OkStatus();
+    }
+    if (val.kind == Kind::kCall) {
+      if (tensors_.size() >= lim_.max_tensors) {
+        return Fail(Code::kConvLimit, &val,
+                    "max_tensors (" + std::to_string(lim_.max_tensors) + ") reached at " + Quoted(name, 120));
+      }
+      TensorPlan t;
+      t.name = std::move(name);
+      if (auto s = Tensor(val, 0, &t); !s.ok()) return s;
+      tensors_.push_back(std::move(t));
+      return core::OkStatus();
+    }
+    if (val.kind == Kind::kGlobal || val.kind == Kind::kPersistent || val.kind == Kind::kOther) {
+      return Fail(Code::kConvNotAllowed, &val, Quoted(name, 120) + " is " + Describe(val));
+    }
+    // A plain value that is no tensor: listed (refused or dropped). Its
+    // items are not followed: nothing in them is written.
+    if (non_tensors_.empty()) first_non_tensor_ = val.offset;
+    non_tensors_.push_back(Quoted(name, 120) + " (" + KindName(val.kind) + ")");
     return core::OkStatus();
   }
 

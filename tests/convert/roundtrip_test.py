@@ -55,6 +55,8 @@ def flatten(obj, prefix=""):
         name = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):
             out.update(flatten(v, name))
+        elif isinstance(v, (list, tuple)) and any(isinstance(i, (torch.Tensor, dict, list, tuple)) for i in v):
+            out.update(flatten(dict((str(i), x) for i, x in enumerate(v)), name))
         else:
             out[name] = v
     return out
@@ -222,6 +224,16 @@ def main():
     p = os.path.join(d, "nested.pt")
     torch.save(nested, p)
     converts("nested", p)
+
+    # Lists and tuples of tensors are named by index (name.0, name.1, ...);
+    # a list of plain numbers stays one non-tensor leaf.
+    p = os.path.join(d, "lists.pt")
+    torch.save({"layers": [torch.ones(2), {"w": torch.zeros(3)}], "pair": (torch.arange(4), torch.eye(2)),
+                "note": "x"}, p)
+    converts("lists and tuples", p)
+    p = os.path.join(d, "list-clash.pt")
+    torch.save({"a": [torch.ones(1)], "a.0": torch.zeros(1)}, p)
+    refused("list name clash", p, "MG-CONV-NAME")
 
     # Parameters (nn.Parameter pickles through _rebuild_parameter).
     p = os.path.join(d, "params.pt")

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -120,6 +121,27 @@ struct StateDictPlan {
   std::vector<TensorPlan> tensors;  // in name order
   std::vector<std::pair<std::string, std::string>> string_leaves;
   std::vector<std::string> dropped;
+};
+
+// StorageBytes is where one storage's bytes lie in the source file.
+// kStored: [offset, offset + bytes) of the file, read with pread in any
+// order. Elements are little-endian unless `big_endian` (then swapped as
+// they are written).
+struct StorageBytes {
+  enum class Codec { kStored };
+  Codec codec = Codec::kStored;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  bool big_endian = false;
+};
+
+// Checkpoint is what one format's reader found in the source: the tensors
+// to write (each naming its storage by key) and where every storage lies.
+// Convert() writes it; a reader judges nothing (the scan ran first) but
+// refuses what it cannot read exactly (MG-CONV-*).
+struct Checkpoint {
+  StateDictPlan plan;
+  std::map<std::string, StorageBytes> storages;
 };
 
 // PlanStateDict follows `graph` from its root along the allowlisted path
