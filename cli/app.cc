@@ -249,6 +249,22 @@ class Builder {
     File(c, "-o,--output", &o_.out_path, "FILE",
          "write the report to FILE (replaced atomically) instead of stdout", "stdout");
   }
+  // KeySecrets: where an encrypted key's passphrase or a token's PIN and
+  // module come from (sign, convert).
+  void KeySecrets(CLI::App* c) {
+    File(c, "--passphrase-file", &o_.passphrase_file, "FILE",
+         "the passphrase of an encrypted --key file, read from FILE (mode 0600, not a symlink; "
+         "one final newline is dropped) instead of MODELGATE_KEY_PASSPHRASE",
+         "none");
+    File(c, "--pin-file", &o_.pin_file, "FILE",
+         "the user PIN of the token a pkcs11: --key names, read from FILE (mode 0600, not a "
+         "symlink; one final newline is dropped) instead of MODELGATE_PKCS11_PIN",
+         "none");
+    File(c, "--pkcs11-module", &o_.pkcs11_module, "PATH",
+         "the PKCS#11 module (shared object) holding a pkcs11: --key, loaded through p11-kit "
+         "(or module-path= in the URI)",
+         "p11-kit's configured modules");
+  }
   void Quiet(CLI::App* c, const std::string& help) { Flag(c, "-q,--quiet", &o_.quiet, help); }
   void FailOn(CLI::App* c) {
     CLI::Option* opt =
@@ -430,18 +446,7 @@ AppDefinition BuildApp(CommonOptions* opts) {
          "passphrase), or a key on a PKCS#11 token as an RFC 7512 URI "
          "'pkcs11:token=T;object=O' (a PIN is never part of it)",
          std::string(kRequiredDefault));
-  b.File(sign, "--passphrase-file", &opts->passphrase_file, "FILE",
-         "the passphrase of an encrypted --key file, read from FILE (mode 0600, not a symlink; "
-         "one final newline is dropped) instead of MODELGATE_KEY_PASSPHRASE",
-         "none");
-  b.File(sign, "--pin-file", &opts->pin_file, "FILE",
-         "the user PIN of the token a pkcs11: --key names, read from FILE (mode 0600, not a "
-         "symlink; one final newline is dropped) instead of MODELGATE_PKCS11_PIN",
-         "none");
-  b.File(sign, "--pkcs11-module", &opts->pkcs11_module, "PATH",
-         "the PKCS#11 module (shared object) holding a pkcs11: --key, loaded through p11-kit "
-         "(or module-path= in the URI)",
-         "p11-kit's configured modules");
+  b.KeySecrets(sign);
   b.File(sign, "-o,--output", &opts->out_path, "FILE",
          "write the signed copy to FILE instead of replacing PATH", "PATH, in place");
   b.Value(sign, "--model", &opts->model, "NAME", "model name recorded in the signature", "none");
@@ -488,8 +493,11 @@ AppDefinition BuildApp(CommonOptions* opts) {
   b.File(convert, "-o,--output", &opts->out_path, "FILE",
          "write the safetensors file to FILE (replaced atomically, only on success)",
          std::string(kRequiredDefault));
-  b.File(convert, "--key", &opts->key, "FILE",
-         "sign the output with this Ed25519 key (STSIG v1) in the same write", "unsigned");
+  b.File(convert, "--key", &opts->key, "FILE|URI",
+         "sign the output (STSIG v1) in the same write with this Ed25519 key: a PEM file "
+         "(encrypted keys need a passphrase) or a pkcs11: URI",
+         "unsigned");
+  b.KeySecrets(convert);
   b.Value(convert, "--model", &opts->model, "NAME", "with --key: model name recorded in the signature",
           "none");
   CLI::Option* cversion =
@@ -512,7 +520,8 @@ AppDefinition BuildApp(CommonOptions* opts) {
          "drop (and list) leaves that are neither tensors nor strings instead of refusing the file");
   b.FailOn(convert);
   b.Yara(convert);
-  b.Quiet(convert, "no summary on stdout");
+  b.Format(convert, {"text", "json"});
+  b.Quiet(convert, "no summary on stdout (-f json still prints its report)");
   convert->footer(
       "Exit status: 0 converted; 1 refused (a scan finding at or above --fail-on, or an "
       "MG-CONV-* finding: nothing was written); 2 a usage error, or the input or key could not "

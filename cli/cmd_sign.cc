@@ -15,72 +15,10 @@
 #include "options.h"
 #include "progress.h"
 #include "secrets.h"
+#include "signing_key.h"
 
 namespace modelgate::cli {
 namespace {
-
-// A sign or keygen failure: rejected (1) when the file itself broke a rule,
-// else the tool could not do its job (2).
-int Failure(const std::string& path, const core::Error& e) {
-  std::cerr << "modelgate: " << DisplayPath(path);
-  if (e.offset != core::kNoOffset) std::cerr << ":" << e.offset;
-  std::cerr << ": " << core::FindingId(e.code) << ": " << e.message << "\n";
-  const auto code = static_cast<uint16_t>(e.code);
-  return code >= 100 && code < 200 ? kExitRejected : kExitCannotJudge;
-}
-
-// KeyDisplay names the --key in messages: a pkcs11: URI without its query
-// (where a pin-value would be), else the path.
-std::string KeyDisplay(const std::string& key) {
-  if (signer::IsPkcs11Uri(key)) return key.substr(0, key.find('?'));
-  return key;
-}
-
-// LoadSigningKey opens the --key: a pkcs11: URI on its token (PIN from
-// --pin-file or MODELGATE_PKCS11_PIN), else a PEM file (passphrase from
-// --passphrase-file or MODELGATE_KEY_PASSPHRASE when it is encrypted).
-// Every passphrase and PIN is wiped when this returns. On failure it has
-// said why on stderr and returns the exit code in `*code`.
-std::optional<signer::PrivateKey> LoadSigningKey(const CommonOptions& opts, int* code) {
-  if (signer::IsPkcs11Uri(opts.key)) {
-    if (!opts.passphrase_file.empty()) {
-      *code = Usage("sign", "--passphrase-file is for key files; a pkcs11: key takes --pin-file");
-      return std::nullopt;
-    }
-    auto pin = SecretFrom(opts.pin_file, kPinEnv, "PIN");
-    if (!pin.ok()) {
-      *code = Failure(opts.pin_file.empty() ? kPinEnv : opts.pin_file, pin.error());
-      return std::nullopt;
-    }
-    signer::Pkcs11Options po;
-    po.module_path = opts.pkcs11_module;
-    if (pin.value()) po.pin = pin.value()->bytes();
-    auto key = signer::OpenPkcs11Key(opts.key, po);
-    if (!key.ok()) {
-      *code = Failure(KeyDisplay(opts.key), key.error());
-      return std::nullopt;
-    }
-    return std::move(key).value();
-  }
-  if (!opts.pin_file.empty() || !opts.pkcs11_module.empty()) {
-    *code = Usage("sign", std::string(opts.pin_file.empty() ? "--pkcs11-module" : "--pin-file") +
-                              " needs a pkcs11: --key");
-    return std::nullopt;
-  }
-  auto pass = SecretFrom(opts.passphrase_file, kPassphraseEnv, "passphrase");
-  if (!pass.ok()) {
-    *code = Failure(opts.passphrase_file.empty() ? kPassphraseEnv : opts.passphrase_file, pass.error());
-    return std::nullopt;
-  }
-  signer::KeyReadOptions ro;
-  if (pass.value()) ro.passphrase = pass.value()->bytes();
-  auto key = signer::LoadPrivateKey(opts.key, ro);
-  if (!key.ok()) {
-    *code = Failure(opts.key, key.error());
-    return std::nullopt;
-  }
-  return std::move(key).value();
-}
 
 // Sniffed is what a file's first bytes say it is.
 struct Sniffed {
@@ -241,7 +179,7 @@ std::string DefaultBundlePath(const std::string& path) {
 int RunSignDetached(const CommonOptions& opts) {
   const std::string& path = opts.paths[0];
   int failed = kExitCannotJudge;
-  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, &failed);
+  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, "sign", &failed);
   if (!key) return failed;
   signer::oms::DetachedSignOptions so;
   so.ignore = opts.ignore;
@@ -371,7 +309,7 @@ int RunSignSet(const CommonOptions& opts) {
     return Usage("sign", "-o writes one file; a shard set is signed in place");
   }
   int failed = kExitCannotJudge;
-  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, &failed);
+  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, "sign", &failed);
   if (!key) return failed;
   signer::SignOptions so;
   so.model = opts.model;
@@ -420,7 +358,7 @@ int RunSign(const CommonOptions& opts) {
     }
   }
   int failed = kExitCannotJudge;
-  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, &failed);
+  std::optional<signer::PrivateKey> key = LoadSigningKey(opts, "sign", &failed);
   if (!key) return failed;
   signer::SignOptions so;
   so.model = opts.model;

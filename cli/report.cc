@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_stream.h"
+
 #include "cli.h"
 #include "modelgate/atomic_file.h"
 
@@ -97,6 +99,36 @@ nlohmann::ordered_json SummaryJson(const Summary& s) {
   return {{"files", s.files}, {"passed", s.passed}, {"rejected", s.rejected}, {"errors", s.errors}};
 }
 
+}  // namespace
+
+// FindingJson: one entry of a file's "findings" (json_stream.h).
+nlohmann::ordered_json FindingJson(const scanner::Finding& fd) {
+  using nlohmann::ordered_json;
+  ordered_json x;
+  x["id"] = fd.id;
+  x["severity"] = std::string(core::SeverityName(fd.severity));
+  x["message"] = fd.message;
+  if (fd.offset != core::kNoOffset) x["offset"] = fd.offset;
+  if (!fd.member.empty()) PutName(x, "member", fd.member);
+  if (fd.member_offset != core::kNoOffset) x["member_offset"] = fd.member_offset;
+  if (!fd.opcode.empty()) x["opcode"] = fd.opcode;
+  if (!fd.global.empty()) x["global"] = fd.global;
+  // YARA findings folded into this one (the same cause, seen twice).
+  if (!fd.corroborated_by.empty()) x["corroborated_by"] = fd.corroborated_by;
+  if (fd.line != 0) {  // a text-like file: where `offset` is, as SARIF's region
+    x["line"] = fd.line;
+    x["column"] = fd.column;
+  }
+  if (fd.waived) {  // a policy exception: reported, not counted
+    x["waived"] = {{"reason", fd.waived->reason},
+                   {"expires", fd.waived->expires},
+                   {"severity", std::string(core::SeverityName(fd.waived->severity))}};
+  }
+  return x;
+}
+
+namespace {
+
 // FileJson is one entry of `files`.
 nlohmann::ordered_json FileJson(const FileReport& f) {
   using nlohmann::ordered_json;
@@ -110,29 +142,7 @@ nlohmann::ordered_json FileJson(const FileReport& f) {
     if (f.sha256) j["sha256"] = core::HexLower(*f.sha256);
     j["verdict"] = VerdictName(f.verdict);
     ordered_json findings = ordered_json::array();
-    for (const auto& fd : s.findings) {
-      ordered_json x;
-      x["id"] = fd.id;
-      x["severity"] = std::string(core::SeverityName(fd.severity));
-      x["message"] = fd.message;
-      if (fd.offset != core::kNoOffset) x["offset"] = fd.offset;
-      if (!fd.member.empty()) PutName(x, "member", fd.member);
-      if (fd.member_offset != core::kNoOffset) x["member_offset"] = fd.member_offset;
-      if (!fd.opcode.empty()) x["opcode"] = fd.opcode;
-      if (!fd.global.empty()) x["global"] = fd.global;
-      // YARA findings folded into this one (the same cause, seen twice).
-      if (!fd.corroborated_by.empty()) x["corroborated_by"] = fd.corroborated_by;
-      if (fd.line != 0) {  // a text-like file: where `offset` is, as SARIF's region
-        x["line"] = fd.line;
-        x["column"] = fd.column;
-      }
-      if (fd.waived) {  // a policy exception: reported, not counted
-        x["waived"] = {{"reason", fd.waived->reason},
-                       {"expires", fd.waived->expires},
-                       {"severity", std::string(core::SeverityName(fd.waived->severity))}};
-      }
-      findings.push_back(std::move(x));
-    }
+    for (const auto& fd : s.findings) findings.push_back(FindingJson(fd));
     j["findings"] = std::move(findings);
     // Every reading a loader would make of the file (docs/loader-models.md).
     ordered_json views = ordered_json::array();

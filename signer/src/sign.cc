@@ -290,7 +290,17 @@ core::Status SignPlanned(const core::Safetensors& st,
   record->kid = key.public_key().kid;
   auto message = SignedMessage(planned, *record, digests);
   if (!message.ok()) return message.error();
-  record->sig = key.Sign(message.value());
+  // SignBytes, not Sign: a token key can fail; the signature is checked
+  // before it is used, as SignFile does.
+  auto made = key.SignBytes(message.value());
+  if (!made.ok()) return made.error();
+  if (made.value().size() != record->sig.size() ||
+      !VerifySignature(key.public_key(), message.value(), made.value())) {
+    return Error{Code::kSigCrypto, kNoOffset,
+                 "the signature just made does not verify under the key's public key " +
+                     key.public_key().kid_hex()};
+  }
+  std::copy(made.value().begin(), made.value().end(), record->sig.begin());
   return core::OkStatus();
 }
 

@@ -10,6 +10,7 @@ Every refusal leaves no output file and exits 1 with the finding named.
 usage: roundtrip_test.py MODELGATE
 """
 import collections
+import hashlib
 import io
 import json
 import os
@@ -260,7 +261,43 @@ def main():
         if code == 0:
             sig = json.loads(so)["files"][0]["signature"]
             check(sig["status"] == "valid", f"signed: status {sig}")
+    # An encrypted key: its passphrase from --passphrase-file (0600).
+    ekey = os.path.join(d, "ekey")
+    pw = os.path.join(d, "pw")
+    with open(os.open(pw, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+        f.write("correct horse\n")
+    code, _, se = run("keygen", "--encrypt", "--passphrase-file", pw, "--out", ekey)
+    check(code == 0, f"keygen --encrypt: {se}")
+    out = converts("signed, encrypted key", p, extra=("--key", ekey + ".key", "--passphrase-file", pw))
+    if out:
+        code, so, se = run("verify", "--pubkey", ekey + ".pub", out)
+        check(code == 0, f"signed, encrypted key: verify exit {code}: {so} {se}")
     fresh = os.path.join(d, "never.safetensors")
+    code, _, se = run("convert", "-o", fresh, "--key", ekey + ".key", p)
+    check(code == 2 and "MG-SIG-KEY-ENCRYPTED" in se and not os.path.exists(fresh),
+          f"encrypted key without passphrase: exit {code}, {se.strip()}")
+    code, _, se = run("convert", "-o", fresh, "--passphrase-file", pw, p)
+    check(code == 2 and "go with --key" in se and not os.path.exists(fresh),
+          f"--passphrase-file without --key: exit {code}, {se.strip()}")
+
+    # -f json: the report names every tensor written, and the refusal.
+    code, so, se = run("convert", "-f", "json", "-o", fresh, "--drop-non-tensors", os.path.join(d, "leaves.pt"))
+    check(code == 0, f"json: exit {code}: {se}")
+    rep = json.loads(so) if code == 0 else {}
+    check(rep.get("schema") == "modelgate.convert/v1" and rep.get("result") == "converted", f"json: {so[:300]}")
+    check([t["name"] for t in rep.get("tensors", [])] == ["w"] and rep["tensors"][0]["dtype"] == "F32"
+          and rep["tensors"][0]["shape"] == [2], f"json: tensors {rep.get('tensors')}")
+    check(rep.get("output", {}).get("written") is True and rep["output"]["size"] == os.path.getsize(fresh),
+          f"json: output {rep.get('output')}")
+    check(len(rep.get("dropped", [])) == 3, f"json: dropped {rep.get('dropped')}")
+    check(rep.get("input", {}).get("sha256") == hashlib.sha256(open(os.path.join(d, "leaves.pt"), "rb").read()).hexdigest(),
+          "json: input sha256")
+    os.unlink(fresh)
+    code, so, se = run("convert", "-f", "json", "-o", fresh, os.path.join(d, "leaves.pt"))
+    rep = json.loads(so) if so.strip() else {}
+    check(code == 1 and rep.get("result") == "refused" and not rep["output"]["written"]
+          and rep["blocking"][0]["id"] == "MG-CONV-NOT-TENSOR" and not os.path.exists(fresh),
+          f"json refused: exit {code}: {so[:300]}")
     code, _, se = run("convert", "-o", fresh, "--version", "3", p)
     check(code == 2 and "need --key" in se and not os.path.exists(fresh),
           f"--version without --key: exit {code}, {se.strip()}")
