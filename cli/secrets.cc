@@ -16,13 +16,6 @@ using core::Code;
 using core::Error;
 using core::kNoOffset;
 
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 SecretBytes& SecretBytes::operator=(SecretBytes&& other) noexcept {
@@ -39,15 +32,15 @@ SecretBytes::~SecretBytes() {
 
 core::Result<SecretBytes> ReadSecretFile(const std::string& path, const std::string& what) {
   // O_NONBLOCK: a FIFO must not block the open; it is refused below.
-  Fd f{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)};
-  if (f.fd < 0) {
+  core::UniqueFd f{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)};
+  if (f.get() < 0) {
     const int err = errno;
     return Error{Code::kIoOpen, kNoOffset,
                  "cannot open the " + what + " file " + path + ": " + std::strerror(err) +
                      (err == ELOOP ? " (a symbolic link: name the file itself)" : "")};
   }
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) {
+  if (::fstat(f.get(), &st) != 0) {
     return Error{Code::kIoRead, kNoOffset, "cannot stat " + path + ": " + std::strerror(errno)};
   }
   if (!S_ISREG(st.st_mode)) {
@@ -69,7 +62,7 @@ core::Result<SecretBytes> ReadSecretFile(const std::string& path, const std::str
   uint8_t* data = out.mutable_bytes().data();
   size_t done = 0;
   while (done < out.bytes().size()) {
-    const ssize_t n = ::read(f.fd, data + done, out.bytes().size() - done);
+    const ssize_t n = ::read(f.get(), data + done, out.bytes().size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       return Error{Code::kIoRead, kNoOffset, "cannot read the " + what + " file " + path};

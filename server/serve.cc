@@ -93,7 +93,11 @@ bool ParseListen(const std::string& s, std::string* host, int* port) {
 }
 
 // ReadToken reads the bearer token: the file's bytes without one trailing
-// newline (\n or \r\n); it must be non-empty printable ASCII.
+// newline (\n or \r\n); it must be non-empty printable ASCII. Unlike the
+// CLI's ReadSecretFile (key passphrases, PINs: O_NOFOLLOW, mode 0600) it
+// follows a symlink and accepts any mode, on purpose: the token is mounted
+// by the orchestrator, and Kubernetes secret volumes are symlinks into
+// ..data/ with mode 0644 by default, Docker secrets 0444.
 bool ReadToken(const std::string& path, std::string* token, std::string* why) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
@@ -578,18 +582,6 @@ struct Exchange {
   Clock::time_point start = Clock::now();
 };
 
-// Fd owns a descriptor.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 // HeaderSyntax checks the header lines as received (RFC 9112 5): each is
 // "name: value" with a token name and no whitespace before the colon, no
 // line folded onto the previous, no bare CR or NUL. "" when they are.
@@ -676,7 +668,7 @@ class Gate final : public httplib::Server {
       Refuse(sock);
       return true;
     }
-    Fd owned(sock);
+    core::UniqueFd owned(sock);
     const int fl = ::fcntl(sock, F_GETFL);
     if (fl >= 0) ::fcntl(sock, F_SETFL, fl | O_NONBLOCK);
     // httplib writes a response's head and body in two sends: without
@@ -962,8 +954,8 @@ class Gate final : public httplib::Server {
       Fail(res, x, 500, "internal", "no connection to read the body from");
       return;
     }
-    Fd body(cli::NamelessFile(cfg_.spool));
-    if (body.fd < 0) {
+    core::UniqueFd body(cli::NamelessFile(cfg_.spool));
+    if (body.get() < 0) {
       Fail(res, x, 500, "internal", std::string("cannot spool the upload: ") + std::strerror(errno));
       return;
     }
@@ -988,7 +980,7 @@ class Gate final : public httplib::Server {
         }
         return;
       }
-      if (!cli::WriteAll(body.fd, buf.data(), static_cast<size_t>(n))) {
+      if (!cli::WriteAll(body.get(), buf.data(), static_cast<size_t>(n))) {
         Fail(res, x, 500, "internal", std::string("cannot spool the upload: ") + std::strerror(errno));
         return;
       }
@@ -1000,8 +992,8 @@ class Gate final : public httplib::Server {
     x.sha256 = core::HexLower(hasher.Final());
     cli::Report report;
     if (x.endpoint == "scan") {
-      if (!Scan(body.fd, x, &report, res)) return;
-    } else if (!Check(body.fd, length, x, &report, &gauge, res)) {
+      if (!Scan(body.get(), x, &report, res)) return;
+    } else if (!Check(body.get(), length, x, &report, &gauge, res)) {
       return;
     }
     report.summary = cli::Summarize(report.files);
@@ -1043,22 +1035,22 @@ class Gate final : public httplib::Server {
       Fail(res, x, 500, "internal", std::string("cannot make a spool directory: ") + std::strerror(errno));
       return false;
     }
-    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    core::UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     struct Cleanup {
       const std::string& dir;
-      const Fd& dfd;
+      const core::UniqueFd& dfd;
       ~Cleanup() {
-        if (dfd.fd >= 0) RemoveTree(dfd.fd);
+        if (dfd.get() >= 0) RemoveTree(dfd.get());
         ::rmdir(dir.c_str());
       }
     } cleanup{dir, dfd};
-    if (dfd.fd < 0) {
+    if (dfd.get() < 0) {
       Fail(res, x, 500, "internal", std::string("cannot open a spool directory: ") + std::strerror(errno));
       return false;
     }
     Unpacked unpacked;
     UploadProblem problem;
-    if (!UnpackUpload(fd, length, dfd.fd, UploadLimits{}, &unpacked, &problem,
+    if (!UnpackUpload(fd, length, dfd.get(), UploadLimits{}, &unpacked, &problem,
                       [gauge](uint64_t n) { gauge->Add(n); })) {
       if (problem.io) {
         Fail(res, x, 500, "internal", "cannot unpack the upload: " + problem.message);
@@ -1171,7 +1163,7 @@ int RunServe(const cli::CommonOptions& opts) {
     std::cerr << "modelgate: serve: " << why << "\n";
     return cli::kExitCannotJudge;
   }
-  Fd lock_owner(lock);
+  core::UniqueFd lock_owner(lock);
   SSL_CTX* tls = nullptr;
   if (!cfg.tls_cert.empty() && (tls = TlsContext(cfg, &why)) == nullptr) {
     std::cerr << "modelgate: serve: " << why << "\n";

@@ -20,17 +20,6 @@
 namespace modelgate::server {
 namespace {
 
-// Fd closes a descriptor it owns.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 bool Refuse(UploadProblem* p, uint64_t offset, std::string message) {
   p->io = false;
   p->offset = offset;
@@ -198,8 +187,8 @@ bool UnpackUpload(int tar_fd, uint64_t size, int dir_fd, const UploadLimits& lim
     }
     uint64_t created = 0;
     if (is_dir) {
-      Fd d(OpenDirs(dir_fd, parts, parts.size(), true, &created));
-      if (d.fd < 0) return Io(problem, "cannot create directory " + shown);
+      core::UniqueFd d(OpenDirs(dir_fd, parts, parts.size(), true, &created));
+      if (d.get() < 0) return Io(problem, "cannot create directory " + shown);
       for (size_t i = 1; i <= parts.size(); ++i) dirs.insert(Join(parts, i));
     } else {
       if (files.size() >= limits.max_files) {
@@ -210,12 +199,12 @@ bool UnpackUpload(int tar_fd, uint64_t size, int dir_fd, const UploadLimits& lim
       if (!m.data_in_bounds) {
         return Refuse(problem, m.header_offset, "member " + shown + " runs past the end of the upload");
       }
-      Fd parent(OpenDirs(dir_fd, parts, parts.size() - 1, true, &created));
-      if (parent.fd < 0) return Io(problem, "cannot create the directory of " + shown);
-      Fd f(::openat(parent.fd, parts.back().c_str(),
+      core::UniqueFd parent(OpenDirs(dir_fd, parts, parts.size() - 1, true, &created));
+      if (parent.get() < 0) return Io(problem, "cannot create the directory of " + shown);
+      core::UniqueFd f(::openat(parent.get(), parts.back().c_str(),
                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (f.fd < 0) return Io(problem, "cannot create " + shown);
-      if (!CopyRange(tar_fd, m.data_offset, m.size, f.fd, on_write)) {
+      if (f.get() < 0) return Io(problem, "cannot create " + shown);
+      if (!CopyRange(tar_fd, m.data_offset, m.size, f.get(), on_write)) {
         return Io(problem, "cannot write " + shown);
       }
       out->bytes += m.size;

@@ -11,6 +11,11 @@
 
 namespace modelgate::core {
 
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0 && fd_ != fd) ::close(fd_);
+  fd_ = fd;
+}
+
 OpenedFile::OpenedFile(OpenedFile&& o) noexcept
     : fd(o.fd),
       size(o.size),

@@ -460,16 +460,6 @@ std::optional<ParseFail> ParseBundleImpl(std::string_view text, const BundleLimi
 
 // ---- the model walk ----------------------------------------------------------------
 
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 struct WalkEntry {
   std::string rel;
   uint64_t dev = 0, ino = 0;
@@ -541,15 +531,15 @@ core::Status WalkDir(int dir_fd, const std::string& prefix, size_t depth, const 
                        "is a symlink: a model is signed and verified without following links");
     }
     if (S_ISDIR(sb.st_mode)) {
-      Fd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      core::UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       struct stat sd {};
-      if (sub.fd < 0 || ::fstat(sub.fd, &sd) != 0) {
+      if (sub.get() < 0 || ::fstat(sub.get(), &sd) != 0) {
         return WalkError(Code::kIoOpen, rel, std::string("cannot be opened: ") + std::strerror(errno));
       }
       if (sd.st_dev != sb.st_dev || sd.st_ino != sb.st_ino) {
         return WalkError(Code::kIoChanged, rel, "changed while the model was walked");
       }
-      if (auto s = WalkDir(sub.fd, rel, depth + 1, spec, out, regular); !s.ok()) return s;
+      if (auto s = WalkDir(sub.get(), rel, depth + 1, spec, out, regular); !s.ok()) return s;
       continue;
     }
     if (!S_ISREG(sb.st_mode)) {
@@ -573,20 +563,20 @@ core::Status WalkDir(int dir_fd, const std::string& prefix, size_t depth, const 
 
 struct Walk {
   bool single_file = false;
-  std::shared_ptr<Fd> root_fd;     // the directory, or the one file
+  std::shared_ptr<core::UniqueFd> root_fd;     // the directory, or the one file
   std::vector<WalkEntry> entries;  // sorted PathLess
 };
 
 core::Result<Walk> WalkModel(const std::string& root, const WalkSpec& spec) {
   Walk w;
-  w.root_fd = std::make_shared<Fd>(::open(root.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (w.root_fd->fd < 0) {
+  w.root_fd = std::make_shared<core::UniqueFd>(::open(root.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (w.root_fd->get() < 0) {
     const int err = errno;
     if (err == ELOOP) return WalkError(Code::kIoNotRegular, root, "is a symlink: give the model's real path");
     return WalkError(Code::kIoOpen, root, std::string("cannot be opened: ") + std::strerror(err));
   }
   struct stat sb {};
-  if (::fstat(w.root_fd->fd, &sb) != 0) {
+  if (::fstat(w.root_fd->get(), &sb) != 0) {
     return WalkError(Code::kIoRead, root, std::string("cannot be read: ") + std::strerror(errno));
   }
   if (S_ISREG(sb.st_mode)) {
@@ -598,7 +588,7 @@ core::Result<Walk> WalkModel(const std::string& root, const WalkSpec& spec) {
     return WalkError(Code::kIoNotRegular, root, "is not a regular file or a directory");
   }
   size_t regular = 0;
-  if (auto s = WalkDir(w.root_fd->fd, "", 0, spec, &w.entries, &regular); !s.ok()) return s.error();
+  if (auto s = WalkDir(w.root_fd->get(), "", 0, spec, &w.entries, &regular); !s.ok()) return s.error();
   std::sort(w.entries.begin(), w.entries.end(),
             [](const WalkEntry& a, const WalkEntry& b) { return PathLess(a.rel, b.rel); });
   return w;
@@ -632,8 +622,8 @@ core::Result<std::vector<HashedFile>> HashEntries(const Walk& w, const std::stri
     for (size_t i = start; i < end; ++i) {
       const WalkEntry& e = *todo[i];
       int fd = w.single_file
-                   ? ::dup(w.root_fd->fd)
-                   : ::openat(w.root_fd->fd, e.rel.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                   ? ::dup(w.root_fd->get())
+                   : ::openat(w.root_fd->get(), e.rel.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) {
         return WalkError(Code::kIoOpen, w.single_file ? root : e.rel,
                          std::string("cannot be opened: ") + std::strerror(errno));

@@ -157,15 +157,31 @@ class Pickler(pickle.Pickler):
         return None
 
 
-def write_zip(path, obj, storages):
-    """write_zip lays out archive/data.pkl and archive/data/<key> stored."""
+def write_zip(path, obj, storages, torch2=False):
+    """write_zip lays out archive/data.pkl and archive/data/<key> stored.
+    torch2: the records torch >= 2.4's writer adds (.format_version,
+    .storage_alignment, byteorder, .data/serialization_id), and each
+    storage's bytes aligned to 64 with an "FB" padding extra field, as its
+    PyTorchStreamWriter does; Debian's torch 1.13 cannot write these."""
     buf = io.BytesIO()
     Pickler(buf, protocol=2).dump(obj)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
         z.writestr("archive/data.pkl", buf.getvalue())
+        if torch2:
+            z.writestr("archive/.format_version", "1")
+            z.writestr("archive/.storage_alignment", "64")
+            z.writestr("archive/byteorder", "little")
         for key, raw in storages.items():
-            z.writestr(f"archive/data/{key}", raw)
+            name = f"archive/data/{key}"
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            if torch2:
+                start = z.fp.tell() + 30 + len(name) + 4  # local header, name, extra id and size
+                pad = -start % 64
+                info.extra = b"FB" + pad.to_bytes(2, "little") + b"Z" * pad
+            z.writestr(info, raw)
         z.writestr("archive/version", "3\n")
+        if torch2:
+            z.writestr("archive/.data/serialization_id", "1234567890123456789012345678901234567890")
 
 
 def main():
@@ -310,6 +326,20 @@ def main():
     write_zip(p, collections.OrderedDict([("a", Tensor(s0, 1, (2, 2), (1, 2))), ("b", Tensor(s0, 0, (6,), (1,)))]),
               {"0": raw})
     converts("hand-laid strided", p, expect_shared=[["a", "b"]])
+
+    # The layout torch >= 2.4 writes (extra records, 64-byte aligned
+    # storages); torch 1.13 still loads it, and convert must give the same.
+    p = os.path.join(d, "torch2-layout.pt")
+    bf = torch.randn(3, 5).to(torch.bfloat16)
+    write_zip(p, collections.OrderedDict([("w", Tensor(Storage(torch.BFloat16Storage, "0", 15), 0, (3, 5), (5, 1))),
+                                          ("b", Tensor(Storage(torch.LongStorage, "1", 4), 1, (3,), (1,)))]),
+              {"0": bf.view(torch.int16).numpy().tobytes(), "1": torch.arange(4).numpy().tobytes()}, torch2=True)
+    with zipfile.ZipFile(p) as z:
+        for i in z.infolist():
+            if i.filename.startswith("archive/data/"):
+                check((i.header_offset + 30 + len(i.filename) + len(i.extra)) % 64 == 0,
+                      f"torch2 layout: {i.filename} data not 64-aligned")
+    converts("torch >= 2.4 layout", p)
 
     # A byteorder record saying "big" (torch >= 2.1 on a big-endian host):
     # the output is little-endian all the same. torch 1.13 cannot read such

@@ -459,6 +459,33 @@ Result<Safetensors> ReadSafetensors(int fd, uint64_t file_size,
 // size for every accepted file (a fuzz invariant).
 uint64_t CoveredBytes(const Safetensors& st);
 
+// UniqueFd owns one descriptor and closes it when dropped (file.cc).
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  // release gives the descriptor up without closing it.
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  // reset closes the descriptor held (if any) and holds `fd`.
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
 // OpenedFile is a read-only regular file opened without following a final
 // symlink and without blocking on FIFOs. The identity fields are its fstat
 // at the open: what CheckUnchanged compares before a verdict.
