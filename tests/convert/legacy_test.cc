@@ -1,0 +1,249 @@
+// torch's legacy checkpoints for conversion: the planner's persistent-id
+// forms (PlanIds) on graphs built node by node, and
+// scanner::ReadTorchLegacyCheckpoint on legacy files assembled here opcode
+// by opcode (protocol 0 text, BINPERSID): each rule, and the record cap
+// (max_tensors) at N and N+1.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "modelgate/convert.h"
+
+namespace convert = modelgate::convert;
+namespace core = modelgate::core;
+namespace scanner = modelgate::scanner;
+using Kind = scanner::PickleNode::Kind;
+
+namespace {
+
+struct G {
+  scanner::PickleGraph g;
+  uint32_t Add(scanner::PickleNode n) {
+    n.offset = g.nodes.size();
+    g.nodes.push_back(std::move(n));
+    return static_cast<uint32_t>(g.nodes.size() - 1);
+  }
+  uint32_t Str(const std::string& s) {
+    scanner::PickleNode n;
+    n.kind = Kind::kStr;
+    n.text = s;
+    return Add(n);
+  }
+  uint32_t Int(int64_t v) {
+    scanner::PickleNode n;
+    n.kind = Kind::kInt;
+    n.int_value = v;
+    return Add(n);
+  }
+  uint32_t None() {
+    scanner::PickleNode n;
+    n.kind = Kind::kNone;
+    return Add(n);
+  }
+  uint32_t Global(const std::string& m, const std::string& q) {
+    scanner::PickleNode n;
+    n.kind = Kind::kGlobal;
+    n.text = m;
+    n.qualname = q;
+    return Add(n);
+  }
+  uint32_t Tuple(std::vector<uint32_t> items) {
+    scanner::PickleNode n;
+    n.kind = Kind::kTuple;
+    n.items = std::move(items);
+    return Add(n);
+  }
+  uint32_t Ints(const std::vector<int64_t>& v) {
+    std::vector<uint32_t> items;
+    for (int64_t x : v) items.push_back(Int(x));
+    return Tuple(items);
+  }
+  uint32_t Dict(std::vector<std::pair<uint32_t, uint32_t>> entries) {
+    scanner::PickleNode n;
+    n.kind = Kind::kDict;
+    n.entries = std::move(entries);
+    return Add(n);
+  }
+  uint32_t Call(uint32_t callee, uint32_t args) {
+    scanner::PickleNode n;
+    n.kind = Kind::kCall;
+    n.callee = callee;
+    n.args = args;
+    return Add(n);
+  }
+  uint32_t Persistent(uint32_t pid) {
+    scanner::PickleNode n;
+    n.kind = Kind::kPersistent;
+    n.args = pid;
+    return Add(n);
+  }
+  // _legacy_save's id: ('storage', torch.FloatStorage, key, 'cpu', numel, view).
+  uint32_t LegacyStorage(const std::string& key, int64_t numel, uint32_t view) {
+    return Persistent(Tuple({Str("storage"), Global("torch", "FloatStorage"), Str(key), Str("cpu"), Int(numel), view}));
+  }
+  scanner::PickleGraph Root(uint32_t root) {
+    g.root = root;
+    return g;
+  }
+};
+
+core::Code CodeOf(const core::Result<convert::StateDictPlan>& r) { return r.ok() ? core::Code::kOk : r.error().code; }
+
+convert::PlanIds Legacy() {
+  convert::PlanIds ids;
+  ids.form = convert::PlanIds::Form::kLegacyStorage;
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("legacy storage ids: view_metadata None passes; a view or a zip id is refused", "[convert][legacy]") {
+  auto graph = [](int form) {
+    G g;
+    uint32_t view = form == 1 ? g.Tuple({g.Str("v"), g.Int(0), g.Int(2)}) : g.None();
+    uint32_t pid = form == 2 ? g.Persistent(g.Tuple({g.Str("storage"), g.Global("torch", "FloatStorage"), g.Str("0"),
+                                                      g.Str("cpu"), g.Int(4)}))
+                             : g.LegacyStorage("0", 4, view);
+    scanner::PickleNode b;
+    b.kind = Kind::kBool;
+    uint32_t f = g.Add(b);
+    uint32_t t = g.Call(g.Global("torch._utils", "_rebuild_tensor_v2"),
+                        g.Tuple({pid, g.Int(0), g.Ints({4}), g.Ints({1}), f, g.Dict({})}));
+    return g.Root(g.Dict({{g.Str("w"), t}}));
+  };
+  auto ok = convert::PlanStateDict(graph(0), {}, false, Legacy());
+  REQUIRE(ok.ok());
+  CHECK(ok.value().tensors[0].key == "0");
+  CHECK(ok.value().tensors[0].storage_numel == 4);
+  CHECK(CodeOf(convert::PlanStateDict(graph(1), {}, false, Legacy())) == core::Code::kConvUnsupported);
+  CHECK(CodeOf(convert::PlanStateDict(graph(2), {}, false, Legacy())) == core::Code::kConvNotAllowed);
+  // And the zip form refuses the legacy id.
+  CHECK(CodeOf(convert::PlanStateDict(graph(0), {}, false)) == core::Code::kConvNotAllowed);
+}
+
+TEST_CASE("tar tensor ids: plain decimal keys name tensor records", "[convert][legacy]") {
+  std::map<std::string, convert::TensorPlan> tensors;
+  convert::TensorPlan t;
+  t.dtype = core::Dtype::kI16;
+  t.key = "5";
+  t.storage_numel = 6;
+  t.offset = 2;
+  t.shape = {2, 2};
+  t.stride = {1, 2};
+  tensors.emplace("7", t);
+  convert::PlanIds ids;
+  ids.form = convert::PlanIds::Form::kTarTensor;
+  ids.tar_tensors = &tensors;
+  auto graph = [](uint32_t (*pid)(G&)) {
+    G g;
+    uint32_t p = g.Persistent(pid(g));
+    return g.Root(g.Dict({{g.Str("w"), p}}));
+  };
+  auto r = convert::PlanStateDict(graph([](G& g) { return g.Str("7"); }), {}, false, ids);
+  REQUIRE(r.ok());
+  CHECK(r.value().tensors[0].name == "w");
+  CHECK(r.value().tensors[0].dtype == core::Dtype::kI16);
+  CHECK(r.value().tensors[0].offset == 2);
+  CHECK(convert::PlanStateDict(graph([](G& g) { return g.Int(7); }), {}, false, ids).ok());
+  // int() would take these; the planner takes plain digits only.
+  for (const char* odd : {" 7", "+7", "7_0", "", "-7"}) {
+    G g;
+    uint32_t p = g.Persistent(g.Str(odd));
+    CHECK(CodeOf(convert::PlanStateDict(g.Root(g.Dict({{g.Str("w"), p}})), {}, false, ids)) ==
+          core::Code::kConvNotAllowed);
+  }
+  CHECK(CodeOf(convert::PlanStateDict(graph([](G& g) { return g.Str("8"); }), {}, false, ids)) ==
+        core::Code::kConvNotAllowed);
+  // A module container id (a tuple) is no tensor.
+  CHECK(CodeOf(convert::PlanStateDict(graph([](G& g) { return g.Tuple({g.Str("x")}); }), {}, false, ids)) ==
+        core::Code::kConvNotAllowed);
+  // max_rank applies to the record: rank 2 at N = 2 passes, N = 1 refuses.
+  convert::ConvertLimits lim;
+  lim.max_rank = 2;
+  CHECK(convert::PlanStateDict(graph([](G& g) { return g.Str("7"); }), lim, false, ids).ok());
+  lim.max_rank = 1;
+  CHECK(CodeOf(convert::PlanStateDict(graph([](G& g) { return g.Str("7"); }), lim, false, ids)) ==
+        core::Code::kConvLimit);
+  // A record whose view runs past its storage: offset 2 + 1 + 2 = 5 is the
+  // last of 6; one more element is past it.
+  tensors["7"].storage_numel = 5;
+  CHECK(CodeOf(convert::PlanStateDict(graph([](G& g) { return g.Str("7"); }), {}, false, ids)) ==
+        core::Code::kConvStorage);
+}
+
+namespace {
+
+// Protocol 0 text: a legacy file whose object is a list of storage ids, one
+// per key, each storage one float32 element.
+std::vector<uint8_t> LegacyFile(const std::vector<std::string>& named, const std::vector<std::string>& listed,
+                                size_t cut = 0) {
+  std::string s;
+  s += "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";  // MAGIC_NUMBER
+  s += "\x80\x02M\xe9\x03.";                                          // 1001
+  s += "}.";                                                          // sys_info
+  s += "(";
+  for (const auto& k : named) s += "(Vstorage\nctorch\nFloatStorage\nV" + k + "\nVcpu\nI1\nNtQ";
+  s += "l.";
+  s += "(";
+  for (const auto& k : listed) s += "V" + k + "\n";
+  s += "l.";
+  for (size_t i = 0; i < listed.size(); ++i) {
+    s += std::string("\x01\0\0\0\0\0\0\0", 8);
+    s += std::string("\0\0\x80\x3f", 4);  // 1.0f
+  }
+  std::vector<uint8_t> out(s.begin(), s.end());
+  out.resize(out.size() - cut);
+  return out;
+}
+
+core::Code ReadCode(const std::vector<uint8_t>& file, uint64_t max_records = 1'000'000) {
+  auto r = scanner::ReadTorchLegacyCheckpoint(file, scanner::ScanOptions{}, max_records);
+  return r.ok() ? core::Code::kOk : r.error().code;
+}
+
+}  // namespace
+
+TEST_CASE("legacy reader: storages in list order, after the five pickles", "[convert][legacy]") {
+  auto file = LegacyFile({"a", "b"}, {"b", "a"});
+  auto r = scanner::ReadTorchLegacyCheckpoint(file, scanner::ScanOptions{}, 10);
+  REQUIRE(r.ok());
+  const auto& s = r.value().storages;
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].key == "b");
+  CHECK(s[1].key == "a");
+  CHECK(s[0].numel == 1);
+  CHECK(s[0].bytes == 4);
+  CHECK(s[0].offset == file.size() - 24 + 8);
+  CHECK(s[1].offset == file.size() - 4);
+  CHECK(s[1].storage_type == "FloatStorage");
+  CHECK_FALSE(r.value().tar);
+}
+
+TEST_CASE("legacy reader: what torch would fail on or read otherwise is refused", "[convert][legacy]") {
+  CHECK(ReadCode(LegacyFile({"a"}, {"a", "a"})) == core::Code::kConvStorage);  // listed twice
+  CHECK(ReadCode(LegacyFile({"a"}, {"a", "b"})) == core::Code::kConvStorage);  // named by no id
+  auto cut = LegacyFile({"a"}, {"a"}, 1);
+  auto r = scanner::ReadTorchLegacyCheckpoint(cut, scanner::ScanOptions{}, 10);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == core::Code::kConvStorage);  // runs past the file
+  CHECK(r.error().offset == cut.size() - 11);         // its count
+  CHECK(ReadCode(LegacyFile({"a"}, {"a"}, 10)) == core::Code::kConvStorage);  // count cut
+  // Not the layout: another magic number, a file of one pickle.
+  auto other = LegacyFile({"a"}, {"a"});
+  other[5] ^= 1;
+  CHECK(ReadCode(other) == core::Code::kConvUnsupported);
+  std::vector<uint8_t> one = {0x80, 0x02, '}', '.'};
+  CHECK(ReadCode(one) == core::Code::kConvUnsupported);
+}
+
+TEST_CASE("legacy reader: storage records at max_tensors N pass, N+1 are refused", "[convert][legacy][limits]") {
+  auto file = LegacyFile({"a", "b", "c"}, {"a", "b", "c"});
+  CHECK(ReadCode(file, 3) == core::Code::kOk);
+  auto r = scanner::ReadTorchLegacyCheckpoint(file, scanner::ScanOptions{}, 2);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == core::Code::kConvLimit);
+  CHECK(r.error().message.find("max_tensors (2)") != std::string::npos);
+}
