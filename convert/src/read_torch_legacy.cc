@@ -47,7 +47,12 @@ core::Result<Checkpoint> Read(const core::OpenedFile& in, const ConvertOptions& 
   auto ck = reader(map.bytes(), options.scan, options.limits.max_tensors);
   if (map.faulted()) return Error{Code::kIoChanged, core::kNoOffset, "the file shrank while it was read"};
   if (!ck.ok()) return ck.error();
-  const scanner::TorchLegacyCheckpoint& legacy = ck.value();
+  return PlanTorchLegacy(ck.value(), options);
+}
+
+}  // namespace
+
+core::Result<Checkpoint> PlanTorchLegacy(const scanner::TorchLegacyCheckpoint& legacy, const ConvertOptions& options) {
   PlanIds ids;
   std::map<std::string, TensorPlan> tar_tensors;
   Checkpoint out;
@@ -96,8 +101,6 @@ core::Result<Checkpoint> Read(const core::OpenedFile& in, const ConvertOptions& 
   }
   return out;
 }
-
-}  // namespace
 
 core::Result<Checkpoint> ReadTorchLegacy(const core::OpenedFile& in, const ConvertOptions& options) {
   return Read(in, options, &scanner::ReadTorchLegacyCheckpoint);

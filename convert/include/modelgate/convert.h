@@ -170,6 +170,13 @@ struct PlanIds {
 core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph, const ConvertLimits& limits,
                                           bool drop_non_tensors, const PlanIds& ids);
 
+// PlanTorchLegacy plans a legacy or tar checkpoint the scanner read
+// (scanner::ReadTorchLegacyCheckpoint / ReadTorchTarCheckpoint): the
+// tensors along the allowlisted path, each storage's bytes (little-endian,
+// as torch reads them). A tensor whose storage is not stored, or a tar
+// record of a type with no safetensors dtype, is refused.
+core::Result<Checkpoint> PlanTorchLegacy(const scanner::TorchLegacyCheckpoint& legacy, const ConvertOptions& options);
+
 // CheckView: tensor `t` (shape, stride, offset, storage_numel set) reads
 // only elements of its storage; else kConvStorage at `offset`.
 core::Status CheckView(const TensorPlan& t, uint64_t offset);
