@@ -1254,7 +1254,10 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
     case 'P': {  // PERSID: an ASCII line
       std::string_view line = ReadLine(r);
       if (!pi::AsciiOnly(line)) Fail("persistent IDs in protocol 0 must be ASCII strings");
-      Persistent(nullptr, Quoted(line, 60));
+      // pickle.py hands persistent_load the line as a str (a protocol 0
+      // tar checkpoint's tensor key); a captured graph keeps it as the id.
+      Persistent(graph_ ? MakeOwnedText(VKind::kStr, std::string(line), op_offset_ + 1) : nullptr,
+                 Quoted(line, 60));
       return;
     }
     case 'Q': {  // BINPERSID

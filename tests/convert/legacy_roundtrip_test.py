@@ -286,6 +286,16 @@ def main():
     check(loaded["int64"].tolist() == torch.arange(12).reshape(3, 4).tolist(), "tar: torch.load values")
     converts("tar every dtype, views", p,
              expect_shared=[["float32", "float32_view", "nested.empty", "nested.w"], ["int8", "int8_view"]])
+    # The "pickle" member in every protocol torch's pickler could use; in
+    # protocol 0 a persistent id is a PERSID line, in 1+ a BINPERSID str.
+    for proto in (0, 1, 2, 4):
+        buf = io.BytesIO()
+        TarPickler(buf, protocol=proto).dump(collections.OrderedDict([("a", TarTensor(1)), ("b", [TarTensor(2)])]))
+        p = os.path.join(d, f"old-p{proto}.pt")
+        write_tar(p, None, [(5, torch.FloatStorage, 6, raw)], [(1, 5, (6,), (1,), 0), (2, 5, (3,), (2,), 0)],
+                  pickle_bytes=buf.getvalue())
+        check(torch.load(p)["b"][0].tolist() == [0, 2, 4], f"tar protocol {proto}: torch.load")
+        converts(f"tar pickle protocol {proto}", p, expect_shared=[["a", "b.0"]])
     # A parameter over a tar tensor (torch's _rebuild_parameter).
     p = os.path.join(d, "old-param.pt")
     write_tar(p, {"p": Reduce(torch._utils._rebuild_parameter, (TarTensor(1), True, collections.OrderedDict()))},
