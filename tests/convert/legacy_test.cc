@@ -100,7 +100,7 @@ convert::PlanIds Legacy() {
 
 }  // namespace
 
-TEST_CASE("legacy storage ids: view_metadata None passes; a view or a zip id is refused", "[convert][legacy]") {
+TEST_CASE("legacy storage ids: view_metadata None passes, a view or a zip id is refused", "[convert][legacy]") {
   auto graph = [](int form) {
     G g;
     uint32_t view = form == 1 ? g.Tuple({g.Str("v"), g.Int(0), g.Int(2)}) : g.None();
