@@ -5,6 +5,7 @@
 // (max_tensors) at N and N+1.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <map>
 #include <string>
 #include <utility>
@@ -246,4 +247,93 @@ TEST_CASE("legacy reader: storage records at max_tensors N pass, N+1 are refused
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == core::Code::kConvLimit);
   CHECK(r.error().message.find("max_tensors (2)") != std::string::npos);
+}
+
+namespace {
+
+std::string Le(uint64_t v, int bytes) {
+  std::string s;
+  for (int i = 0; i < bytes; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A ustar member as Python's tarfile writes one: a 512-byte header (octal
+// fields, checksum over the header with its own field as spaces), then the
+// data padded to 512 bytes.
+std::string TarMember(const std::string& name, const std::string& data) {
+  std::string h(512, '\0');
+  auto field = [&](size_t at, size_t width, uint64_t v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(width - 1), static_cast<unsigned long long>(v));
+    h.replace(at, width - 1, buf);
+  };
+  h.replace(0, name.size(), name);
+  field(100, 8, 0644);
+  field(108, 8, 0);
+  field(116, 8, 0);
+  field(124, 12, data.size());
+  field(136, 12, 0);
+  h[156] = '0';
+  h.replace(257, 8, std::string("ustar\0" "00", 8));
+  h.replace(148, 8, "        ");
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%06o", sum);
+  h.replace(148, 8, std::string(buf, 6) + std::string("\0 ", 2));
+  std::string padded = data + std::string((512 - data.size() % 512) % 512, '\0');
+  return h + padded;
+}
+
+// A tar checkpoint of `storages` float storages of one element (keys
+// 100...) and `tensors` tensor records over the first, in protocol 0.
+std::vector<uint8_t> TarFile(int storages, int tensors) {
+  std::string s = "I" + std::to_string(storages) + "\n.";
+  for (int i = 0; i < storages; ++i) {
+    s += "(I" + std::to_string(100 + i) + "\nVcpu\nctorch\nFloatStorage\nt.";
+    s += Le(1, 8) + Le(0x3f800000, 4);
+  }
+  s += "(l.";
+  std::string t = "I" + std::to_string(tensors) + "\n.";
+  for (int i = 0; i < tensors; ++i) {
+    t += "(I" + std::to_string(i) + "\nI100\nctorch\nFloatTensor\nt.";
+    t += Le(1, 4) + Le(0, 4) + Le(1, 8) + Le(1, 8) + Le(0, 8);
+  }
+  std::string tar = TarMember("pickle", "(dp0\nVw\nP0\ns.") + TarMember("tensors", t) + TarMember("storages", s) +
+                    std::string(1024, '\0');
+  return std::vector<uint8_t>(tar.begin(), tar.end());
+}
+
+core::Code TarCode(const std::vector<uint8_t>& file, uint64_t max_records) {
+  auto r = scanner::ReadTorchTarCheckpoint(file, scanner::ScanOptions{}, max_records);
+  return r.ok() ? core::Code::kOk : r.error().code;
+}
+
+}  // namespace
+
+TEST_CASE("tar reader: members, records and the object's ids", "[convert][legacy]") {
+  auto file = TarFile(2, 1);
+  auto r = scanner::ReadTorchTarCheckpoint(file, scanner::ScanOptions{}, 10);
+  REQUIRE(r.ok());
+  const auto& ck = r.value();
+  CHECK(ck.tar);
+  REQUIRE(ck.storages.size() == 2);
+  CHECK(ck.storages[1].key == "101");
+  CHECK(ck.storages[0].bytes == 4);
+  REQUIRE(ck.tensors.size() == 1);
+  CHECK(ck.tensors[0].storage_key == "100");
+  CHECK(ck.tensors[0].sizes == std::vector<uint64_t>{1});
+  convert::ConvertOptions opts;
+  auto plan = convert::PlanTorchLegacy(ck, opts);
+  REQUIRE(plan.ok());
+  REQUIRE(plan.value().plan.tensors.size() == 1);
+  CHECK(plan.value().plan.tensors[0].name == "w");  // protocol 0 PERSID "0"
+  CHECK(plan.value().plan.tensors[0].dtype == core::Dtype::kF32);
+}
+
+TEST_CASE("tar reader: storage and tensor records at max_tensors N pass, N+1 are refused", "[convert][legacy][limits]") {
+  CHECK(TarCode(TarFile(3, 1), 3) == core::Code::kOk);
+  CHECK(TarCode(TarFile(3, 1), 2) == core::Code::kConvLimit);
+  CHECK(TarCode(TarFile(1, 3), 3) == core::Code::kOk);
+  CHECK(TarCode(TarFile(1, 3), 2) == core::Code::kConvLimit);
 }
