@@ -335,6 +335,16 @@ def main():
     code, _, se = rt.run("convert", "-o", p + ".safetensors", p)
     check(code == 1 and ("MG-CONV-STORAGE" in se or "MG-TAR-TORCH-LAYOUT" in se) and
           not os.path.exists(p + ".safetensors"), f"tar truncated storage: exit {code}: {se.strip()}")
+    # Members whose data overlap: a global PAX "size" stretches each over
+    # the next (torch.load still reads it). The scan refuses it; below its
+    # bar (--fail-on critical) the reader does.
+    p = os.path.join(d, "tar-overlap.pt")
+    with tarfile.open(p, "w", format=tarfile.PAX_FORMAT, pax_headers={"size": "2000"}) as tar:
+        for name, data in (("pickle", pickle.dumps({"a": 1})), ("tensors", pickle.dumps(0)),
+                           ("storages", pickle.dumps(0) + pickle.dumps([]))):
+            tar_member(tar, name, data)
+    refused("tar members that overlap", p, "MG-TAR-PAX-MISMATCH")
+    refused("tar members that overlap, below the scan's bar", p, "MG-CONV-STORAGE", extra=("--fail-on", "critical"))
     p = os.path.join(d, "tar-symlink.pt")
     write_tar(p, {"a": TarTensor(1)}, fs_rec, [(1, 5, (6,), (1,), 0)])
     with tarfile.open(p, "a", format=tarfile.PAX_FORMAT) as tar:
