@@ -392,6 +392,12 @@ void Machine::IntText(std::string_view line, bool is_long) {
             std::string(op_name_) + " " + Quoted(line, 60) + ": pickle reads " + ours +
                 ", pickletools " + theirs);
   }
+  // pickle.py load_int (and pickletools): "00" and "01" are False and
+  // True, how protocols 0 and 1 write bools (requires_grad in torch.save).
+  if (!is_long && (line == "00" || line == "01")) {
+    Push(line == "01" ? true_ : false_);
+    return;
+  }
   Push(MakeInt(c.value, c.fits));
 }
 

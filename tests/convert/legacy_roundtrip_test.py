@@ -156,6 +156,12 @@ def main():
     net = Net()
     net.bn.running_mean.uniform_()
     converts("legacy state dict", legacy_save(net.state_dict(), "pytorch_model.bin"))
+    # Every pickle protocol torch.save can write this layout with (0 cannot
+    # hold its tuple persistent ids); protocol 1 writes bools as I00/I01.
+    for proto in (1, 3, 4, 5):
+        p = os.path.join(d, f"lstm-p{proto}.pt")
+        torch.save(nn.LSTM(3, 4).state_dict(), p, _use_new_zipfile_serialization=False, pickle_protocol=proto)
+        converts(f"legacy pickle protocol {proto}", p)
 
     dt = {
         "f32": torch.randn(3, 4), "f64": torch.randn(2, 2, dtype=torch.float64),

@@ -337,3 +337,21 @@ TEST_CASE("tar reader: storage and tensor records at max_tensors N pass, N+1 are
   CHECK(TarCode(TarFile(1, 3), 3) == core::Code::kOk);
   CHECK(TarCode(TarFile(1, 3), 2) == core::Code::kConvLimit);
 }
+
+TEST_CASE("graph capture: protocol 0/1 bools (I00, I01) are bools, other INTs ints", "[convert][graph]") {
+  const std::string text = "(I00\nI01\nI2\nI001\nt.";
+  std::vector<uint8_t> b(text.begin(), text.end());
+  scanner::PickleOptions po;
+  po.capture_graph = true;
+  auto a = scanner::AnalyzePickle(b, po);
+  REQUIRE(a.graphs.size() == 1);
+  const auto& g = a.graphs[0];
+  const auto& items = g.nodes[g.root].items;
+  REQUIRE(items.size() == 4);
+  CHECK(g.nodes[items[0]].kind == Kind::kBool);
+  CHECK(g.nodes[items[0]].int_value == 0);
+  CHECK(g.nodes[items[1]].kind == Kind::kBool);
+  CHECK(g.nodes[items[1]].int_value == 1);
+  CHECK(g.nodes[items[2]].kind == Kind::kInt);
+  CHECK(g.nodes[items[3]].kind == Kind::kInt);  // only "01" exactly is True
+}
