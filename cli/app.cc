@@ -484,8 +484,8 @@ AppDefinition BuildApp(CommonOptions* opts) {
       "--pin-file win over them). No option takes a passphrase or PIN itself.");
 
   CLI::App* convert = b.Command(root, "convert",
-                                "Convert a PyTorch checkpoint (torch.save zip: pytorch_model.bin, "
-                                ".pt, .pth) to safetensors without unpickling it: the file is "
+                                "Convert a PyTorch checkpoint (torch.save zip, legacy or tar: "
+                                "pytorch_model.bin, .pt, .pth) to safetensors without unpickling it: the file is "
                                 "scanned, then only the allowlisted tensor rebuilding calls are "
                                 "followed; anything else refuses it and nothing is written.",
                                 "-o OUT.safetensors [OPTIONS] IN", false, RunConvert);

@@ -6,10 +6,16 @@
 // every graph index is in range; a plan has unique names, no more tensors
 // than max_tensors, ranks within max_rank, and every view inside its
 // storage; an error has a conversion code and an offset inside the input.
+// The same bytes are also read as a whole legacy torch file and as a tar
+// checkpoint (scanner::ReadTorchLegacyCheckpoint / ReadTorchTarCheckpoint,
+// then convert::PlanTorchLegacy), with the invariants in Legacy().
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "modelgate/convert.h"
 
@@ -65,6 +71,44 @@ void Plan(const modelgate::scanner::PickleGraph& g, const modelgate::convert::Co
   Check(drop || p.dropped.empty());
 }
 
+// Legacy: the input as a whole legacy file and as a tar checkpoint. An
+// error has an offset inside the input; a reading has its storages inside
+// the input, each after its 8-byte count, none overlapping, and its plan
+// names only stored storages.
+void Legacy(std::span<const uint8_t> in, bool tar) {
+  using namespace modelgate;
+  convert::ConvertOptions opts;
+  opts.scan.pickle.limits.max_opcodes = 100'000;
+  opts.limits.max_tensors = 64;
+  auto r = tar ? scanner::ReadTorchTarCheckpoint(in, opts.scan, opts.limits.max_tensors)
+               : scanner::ReadTorchLegacyCheckpoint(in, opts.scan, opts.limits.max_tensors);
+  if (!r.ok()) {
+    Check(r.error().code != core::Code::kOk);
+    Check(r.error().offset == core::kNoOffset || r.error().offset <= in.size());
+    return;
+  }
+  const auto& ck = r.value();
+  Check(ck.tar == tar && ck.storages.size() <= opts.limits.max_tensors &&
+        ck.tensors.size() <= opts.limits.max_tensors);
+  CheckGraph(ck.graph);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& s : ck.storages) {
+    Check(s.count_offset + 8 == s.offset && s.offset <= in.size() && s.bytes <= in.size() - s.offset);
+    ranges.emplace_back(s.count_offset, s.offset + s.bytes);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) Check(ranges[i].first >= ranges[i - 1].second);
+  for (bool drop : {false, true}) {
+    opts.drop_non_tensors = drop;
+    auto p = convert::PlanTorchLegacy(ck, opts);
+    if (!p.ok()) {
+      Check(p.error().offset == core::kNoOffset || p.error().offset < in.size());
+      continue;
+    }
+    for (const auto& t : p.value().plan.tensors) Check(p.value().storages.count(t.key) == 1);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -95,5 +139,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const scanner::PickleAnalysis c = scanner::AnalyzePickle(in, small);
   Check(c.imports.size() == a.imports.size());
   for (const auto& g : c.graphs) CheckGraph(g);
+  Legacy(in, false);
+  Legacy(in, true);
   return 0;
 }

@@ -1,5 +1,7 @@
 """Seeds for fuzz_convert: the data.pkl of real torch.save checkpoints
-(Debian's python3-torch) and a few hand-made variants.
+(Debian's python3-torch) and a few hand-made variants; a whole legacy file
+(torch.save(..., _use_new_zipfile_serialization=False)) and a whole tar
+checkpoint laid out as torch < 0.4 wrote it (torch.load reads it).
 
 usage: /usr/bin/python3 fuzz/make_convert_corpus.py [OUT_DIR]
 (default fuzz/corpus/fuzz_convert)
@@ -7,7 +9,10 @@ usage: /usr/bin/python3 fuzz/make_convert_corpus.py [OUT_DIR]
 import collections
 import io
 import os
+import pickle
+import struct
 import sys
+import tarfile
 import zipfile
 
 import torch
@@ -20,6 +25,36 @@ def data_pkl(obj):
     with zipfile.ZipFile(io.BytesIO(buf.getvalue())) as z:
         name = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
         return z.read(name)
+
+
+class TarTensor:
+    def __init__(self, key):
+        self.key = key
+
+
+class TarPickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        return str(obj.key) if isinstance(obj, TarTensor) else None
+
+
+def torch_tar():
+    """A tar checkpoint: one float storage of 6, two tensors over it."""
+    raw = torch.arange(6, dtype=torch.float32).numpy().tobytes()
+    s = (pickle.dumps(1, protocol=2) + pickle.dumps((1, "cpu", torch.FloatStorage), protocol=2) +
+         struct.pack("<q", 6) + raw + pickle.dumps([], protocol=2))
+    t = pickle.dumps(2, protocol=2)
+    for key, sizes, strides, off in ((10, (2, 3), (3, 1), 0), (11, (2, 2), (1, 2), 1)):
+        t += pickle.dumps((key, 1, torch.FloatTensor), protocol=2) + struct.pack("<i", 2) + bytes(4)
+        t += struct.pack("<2q", *sizes) + struct.pack("<2q", *strides) + struct.pack("<q", off)
+    p = io.BytesIO()
+    TarPickler(p, protocol=2).dump({"a": TarTensor(10), "b": TarTensor(11)})
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in (("pickle", p.getvalue()), ("tensors", t), ("storages", s)):
+            ti = tarfile.TarInfo(name)
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
+    return out.getvalue()
 
 
 def main():
@@ -40,6 +75,13 @@ def main():
     for name, obj in seeds.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data_pkl(obj))
+    legacy = io.BytesIO()
+    torch.save({"w": torch.arange(4.0).reshape(2, 2), "b": torch.ones(2, dtype=torch.int16)}, legacy,
+               _use_new_zipfile_serialization=False)
+    whole = {"legacy_file": legacy.getvalue(), "tar_checkpoint": torch_tar()}
+    for name, data in whole.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
 
 
 if __name__ == "__main__":

@@ -153,6 +153,12 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
     case scanner::Format::kPytorchZip:
       read = ReadTorchZip(in, options);
       break;
+    case scanner::Format::kPickle:  // torch.save(..., _use_new_zipfile_serialization=False)
+      read = ReadTorchLegacy(in, options);
+      break;
+    case scanner::Format::kPytorchTar:
+      read = ReadTorchTar(in, options);
+      break;
     default:
       return refuse(Error{Code::kConvUnsupported, 0,
                           "format " + std::string(scanner::FormatName(scan.format)) + " is not converted"});

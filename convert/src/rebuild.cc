@@ -62,8 +62,8 @@ const char* KindName(Kind k) {
 
 class Planner {
  public:
-  Planner(const PickleGraph& g, const ConvertLimits& limits, bool drop)
-      : g_(g), lim_(limits), drop_(drop) {}
+  Planner(const PickleGraph& g, const ConvertLimits& limits, bool drop, const PlanIds& ids)
+      : g_(g), lim_(limits), drop_(drop), ids_(ids) {}
 
   core::Result<StateDictPlan> Run() {
     const PickleNode* root = Node(g_.root);
@@ -278,7 +278,7 @@ class Planner {
       strings_.emplace_back(std::move(name), val.text);
       return core::OkStatus();
     }
-    if (val.kind == Kind::kCall) {
+    if (val.kind == Kind::kCall || (val.kind == Kind::kPersistent && TarIds())) {
       if (tensors_.size() >= lim_.max_tensors) {
         return Fail(Code::kConvLimit, &val,
                     "max_tensors (" + std::to_string(lim_.max_tensors) + ") reached at " + Quoted(name, 120));
@@ -334,7 +334,47 @@ class Planner {
     return args && args->empty() && n->entries.empty() && n->items.empty() && n->states.empty();
   }
 
+  bool TarIds() const { return ids_.form == PlanIds::Form::kTarTensor; }
+
+  // TarTensor: a tar checkpoint's persistent id, a tensor key as
+  // legacy_load's int(saved_id) reads it; only plain decimal digits (or an
+  // int) are taken, a strict subset of what int() accepts.
+  core::Status TarTensor(const PickleNode& n, TensorPlan* t) {
+    const PickleNode* pid = Node(n.args);
+    std::string key;
+    if (pid && pid->kind == Kind::kInt && pid->int_fits && pid->int_value >= 0) {
+      key = std::to_string(pid->int_value);
+    } else if (pid && pid->kind == Kind::kStr && !pid->truncated && !pid->text.empty() && pid->text.size() <= 18 &&
+               pid->text.find_first_not_of("0123456789") == std::string::npos) {
+      key = std::to_string(std::stoull(pid->text));
+    } else {
+      return Fail(Code::kConvNotAllowed, &n, Quoted(t->name, 120) + ": a persistent id that is not a tensor key");
+    }
+    static const std::map<std::string, TensorPlan> kNone;
+    const std::map<std::string, TensorPlan>& tensors = ids_.tar_tensors ? *ids_.tar_tensors : kNone;
+    auto it = tensors.find(key);
+    if (it == tensors.end()) {
+      return Fail(Code::kConvNotAllowed, &n,
+                  Quoted(t->name, 120) + ": persistent id " + Quoted(key, 40) + " names no tensor record");
+    }
+    std::string name = std::move(t->name);
+    *t = it->second;
+    t->name = std::move(name);
+    t->node_offset = n.offset;
+    if (t->shape.size() > lim_.max_rank) {
+      return Fail(Code::kConvLimit, &n,
+                  Quoted(t->name, 120) + " has " + std::to_string(t->shape.size()) + " dimensions, over max_rank (" +
+                      std::to_string(lim_.max_rank) + ")");
+    }
+    auto [st, fresh] = storages_.emplace(t->key, std::make_pair(t->dtype, t->storage_numel));
+    if (!fresh && st->second != std::make_pair(t->dtype, t->storage_numel)) {
+      return Fail(Code::kConvStorage, &n, "storage " + Quoted(t->key, 60) + " is named with two dtypes or element counts");
+    }
+    return CheckView(*t, n.offset);
+  }
+
   core::Status Tensor(const PickleNode& n, int depth, TensorPlan* t) {
+    if (n.kind == Kind::kPersistent && TarIds()) return TarTensor(n, t);
     const PickleNode* callee = Callee(n);
     const auto* args = Args(n);
     if (callee == nullptr || callee->kind != Kind::kGlobal || args == nullptr) {
@@ -363,7 +403,7 @@ class Planner {
         }
       }
       const PickleNode* data = Node((*args)[0]);
-      if (!data || data->kind != Kind::kCall) {
+      if (!data || !(data->kind == Kind::kCall || (data->kind == Kind::kPersistent && TarIds()))) {
         return Fail(Code::kConvNotAllowed, &n, Quoted(t->name, 120) + ": a parameter over " +
                                                    (data ? Describe(*data) : std::string("nothing")));
       }
@@ -373,6 +413,9 @@ class Planner {
     const bool v1 = IsGlobal(callee, "torch._utils", "_rebuild_tensor");
     if (!v1 && !v2) {
       return Fail(Code::kConvNotAllowed, &n, Quoted(t->name, 120) + " is " + Describe(n));
+    }
+    if (TarIds()) {  // its tensors come from the "tensors" member, not rebuilt
+      return Fail(Code::kConvNotAllowed, &n, Quoted(t->name, 120) + ": a rebuilt tensor in a tar checkpoint");
     }
     // _rebuild_tensor(storage, storage_offset, size, stride);
     // _rebuild_tensor_v2(..., requires_grad, backward_hooks[, metadata]).
@@ -400,34 +443,17 @@ class Planner {
     if (t->shape.size() != t->stride.size()) {
       return Fail(Code::kConvStorage, &n, Quoted(t->name, 120) + ": size and stride differ in rank");
     }
-    // The view stays inside its storage: the last element it reads is
-    // offset + sum((size_i - 1) * stride_i); an empty view reads nothing.
-    bool empty = std::find(t->shape.begin(), t->shape.end(), 0) != t->shape.end();
-    if (!empty) {
-      uint64_t last = t->offset;
-      bool overflow = false;
-      for (size_t i = 0; i < t->shape.size(); ++i) {
-        uint64_t step = 0;
-        overflow |= __builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &step);
-        overflow |= __builtin_add_overflow(last, step, &last);
-      }
-      if (overflow || last >= t->storage_numel) {
-        return Fail(Code::kConvStorage, &n,
-                    Quoted(t->name, 120) + " reads " +
-                        (overflow ? std::string("past 2^64 elements") : "element " + std::to_string(last)) +
-                        " of storage " + Quoted(t->key, 60) + ", which holds " +
-                        std::to_string(t->storage_numel));
-      }
-    }
-    return core::OkStatus();
+    return CheckView(*t, n.offset);
   }
 
   // Storage: torch.save's persistent id ('storage', torch.<T>Storage, key,
-  // location, numel).
+  // location, numel), and for a legacy file a sixth item, None (a storage
+  // view's (view_key, offset, size) is not converted).
   core::Status Storage(uint32_t id, TensorPlan* t) {
     const PickleNode* n = Node(id);
     const PickleNode* pid = n && n->kind == Kind::kPersistent ? Node(n->args) : nullptr;
-    if (!pid || pid->kind != Kind::kTuple || pid->items.size() != 5) {
+    const size_t items = ids_.form == PlanIds::Form::kLegacyStorage ? 6 : 5;
+    if (!pid || pid->kind != Kind::kTuple || pid->items.size() != items) {
       return Fail(Code::kConvNotAllowed, n, Quoted(t->name, 120) + ": storage is " +
                                                 (n ? Describe(*n) : std::string("missing")) +
                                                 ", not a torch storage id");
@@ -440,6 +466,14 @@ class Planner {
         type->text != "torch" || !key || key->kind != Kind::kStr || key->truncated || key->text.empty() ||
         !loc || loc->kind != Kind::kStr) {
       return Fail(Code::kConvNotAllowed, pid, Quoted(t->name, 120) + ": a persistent id that is not a torch storage");
+    }
+    if (items == 6) {
+      const PickleNode* view = Node(pid->items[5]);
+      if (!view || view->kind != Kind::kNone) {
+        return Fail(Code::kConvUnsupported, pid,
+                    Quoted(t->name, 120) + ": storage " + Quoted(key->text, 60) +
+                        " is a storage view (view_metadata is not None): views are not converted");
+      }
     }
     bool known = false;
     for (const StorageDtype& s : kStorages) {
@@ -468,6 +502,7 @@ class Planner {
   const PickleGraph& g_;
   const ConvertLimits& lim_;
   bool drop_;
+  const PlanIds& ids_;
   std::vector<TensorPlan> tensors_;
   std::vector<std::pair<std::string, std::string>> strings_;
   std::vector<std::string> non_tensors_;
@@ -478,9 +513,37 @@ class Planner {
 
 }  // namespace
 
+core::Status CheckView(const TensorPlan& t, uint64_t offset) {
+  // The view stays inside its storage: the last element it reads is
+  // offset + sum((size_i - 1) * stride_i); an empty view reads nothing.
+  if (t.shape.size() != t.stride.size()) {
+    return Error{Code::kConvStorage, offset, Quoted(t.name, 120) + ": size and stride differ in rank"};
+  }
+  if (std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end()) return core::OkStatus();
+  uint64_t last = t.offset;
+  bool overflow = false;
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    uint64_t step = 0;
+    overflow |= __builtin_mul_overflow(t.shape[i] - 1, t.stride[i], &step);
+    overflow |= __builtin_add_overflow(last, step, &last);
+  }
+  if (overflow || last >= t.storage_numel) {
+    return Error{Code::kConvStorage, offset,
+                 Quoted(t.name, 120) + " reads " +
+                     (overflow ? std::string("past 2^64 elements") : "element " + std::to_string(last)) +
+                     " of storage " + Quoted(t.key, 60) + ", which holds " + std::to_string(t.storage_numel)};
+  }
+  return core::OkStatus();
+}
+
+core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph, const ConvertLimits& limits,
+                                          bool drop_non_tensors, const PlanIds& ids) {
+  return Planner(graph, limits, drop_non_tensors, ids).Run();
+}
+
 core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph,
                                           const ConvertLimits& limits, bool drop_non_tensors) {
-  return Planner(graph, limits, drop_non_tensors).Run();
+  return PlanStateDict(graph, limits, drop_non_tensors, PlanIds{});
 }
 
 }  // namespace modelgate::convert

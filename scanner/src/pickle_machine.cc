@@ -392,6 +392,12 @@ void Machine::IntText(std::string_view line, bool is_long) {
             std::string(op_name_) + " " + Quoted(line, 60) + ": pickle reads " + ours +
                 ", pickletools " + theirs);
   }
+  // pickle.py load_int (and pickletools): "00" and "01" are False and
+  // True, how protocols 0 and 1 write bools (requires_grad in torch.save).
+  if (!is_long && (line == "00" || line == "01")) {
+    Push(line == "01" ? true_ : false_);
+    return;
+  }
   Push(MakeInt(c.value, c.fits));
 }
 
@@ -1254,7 +1260,10 @@ void Machine::Dispatch(ByteReader& r, uint8_t op, bool* stop) {
     case 'P': {  // PERSID: an ASCII line
       std::string_view line = ReadLine(r);
       if (!pi::AsciiOnly(line)) Fail("persistent IDs in protocol 0 must be ASCII strings");
-      Persistent(nullptr, Quoted(line, 60));
+      // pickle.py hands persistent_load the line as a str (a protocol 0
+      // tar checkpoint's tensor key); a captured graph keeps it as the id.
+      Persistent(graph_ ? MakeOwnedText(VKind::kStr, std::string(line), op_offset_ + 1) : nullptr,
+                 Quoted(line, 60));
       return;
     }
     case 'Q': {  // BINPERSID

@@ -468,4 +468,20 @@ void ExplainTorchLegacyStorages(std::span<const uint8_t> bytes, uint64_t base, P
                       "(legacy format) are read by no loader";
 }
 
+std::optional<uint64_t> TorchPickleEnd(std::span<const uint8_t> bytes, uint64_t at,
+                                       std::optional<int64_t>* int_value) {
+  const Walked w = WalkPickle(bytes, at);
+  if (int_value != nullptr) *int_value = w.int_value;
+  if (!w.ok) return std::nullopt;
+  return w.end;
+}
+
+bool IsTorchLegacyMagic(std::span<const uint8_t> pickle) { return IsTorchMagic(pickle); }
+
+std::optional<std::vector<std::string_view>> TorchLegacyStorageKeys(std::span<const uint8_t> pickle) {
+  return StorageKeys(pickle);
+}
+
+uint64_t TorchStorageElementBytes(std::string_view name) { return ElementBytes(name); }
+
 }  // namespace modelgate::scanner

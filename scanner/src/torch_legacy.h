@@ -103,4 +103,22 @@ std::optional<uint64_t> TorchLegacyStoragesEnd(std::span<const uint8_t> bytes, u
 // what torch.load reads this way.
 void ExplainTorchLegacyStorages(std::span<const uint8_t> bytes, uint64_t base, PickleAnalysis* a);
 
+// --- shared with the conversion readers (torch_legacy_checkpoint.cc) ---
+
+// TorchPickleEnd is just past the STOP of the pickle starting at `at` of
+// `bytes`, found by opcode lengths only (nullopt when none ends there);
+// `int_value` is set when the pickle is a lone int.
+std::optional<uint64_t> TorchPickleEnd(std::span<const uint8_t> bytes, uint64_t at,
+                                       std::optional<int64_t>* int_value);
+
+// IsTorchLegacyMagic: the pickle is torch's MAGIC_NUMBER.
+bool IsTorchLegacyMagic(std::span<const uint8_t> pickle);
+
+// TorchLegacyStorageKeys is the fifth pickle's list of str, in order.
+std::optional<std::vector<std::string_view>> TorchLegacyStorageKeys(std::span<const uint8_t> pickle);
+
+// TorchStorageElementBytes is the element size of torch.<name>, 0 when
+// `name` is no storage type torch knows.
+uint64_t TorchStorageElementBytes(std::string_view name);
+
 }  // namespace modelgate::scanner

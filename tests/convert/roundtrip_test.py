@@ -407,10 +407,7 @@ def main():
     with open(p, "wb") as f:
         pickle.dump(Reduce(os.system, ("true",)), f, protocol=2)
     refused("raw pickle with os.system", p, "MG-PK-CRITICAL-IMPORT")
-    # Formats not converted yet in this version (legacy, plain pickle).
-    p = os.path.join(d, "legacy.pt")
-    torch.save({"w": torch.ones(2)}, p, _use_new_zipfile_serialization=False)
-    refused("legacy format (not yet)", p, "MG-CONV-UNSUPPORTED")
+    # Legacy and tar checkpoints: legacy_roundtrip_test.py.
     # Every hostile pickle of the scanner's fixtures (tests/scanner/
     # make_pickles.py), as the data.pkl of a torch zip: the scan's own
     # finding refuses it and nothing is written. The hand-assembled torch

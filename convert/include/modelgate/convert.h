@@ -152,4 +152,33 @@ struct Checkpoint {
 core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph,
                                           const ConvertLimits& limits, bool drop_non_tensors);
 
+// PlanIds says what the graph's persistent ids are, by source format:
+// kZipStorage ('storage', torch.<T>Storage, key, location, numel), as
+// torch.save since 1.6 writes; kLegacyStorage the same with a sixth item,
+// view_metadata, which must be None (torch.save(...,
+// _use_new_zipfile_serialization=False)); kTarTensor a tensor key (a str of
+// decimal digits or an int: legacy_load's int(saved_id)) naming one of
+// `tar_tensors` (the tar's "tensors" member, by decimal key), which stands
+// where a tensor does (a leaf, or a parameter's data).
+struct PlanIds {
+  enum class Form : uint8_t { kZipStorage, kLegacyStorage, kTarTensor };
+  Form form = Form::kZipStorage;
+  const std::map<std::string, TensorPlan>* tar_tensors = nullptr;
+};
+
+// PlanStateDict as above, for the persistent ids `ids` describes.
+core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph, const ConvertLimits& limits,
+                                          bool drop_non_tensors, const PlanIds& ids);
+
+// PlanTorchLegacy plans a legacy or tar checkpoint the scanner read
+// (scanner::ReadTorchLegacyCheckpoint / ReadTorchTarCheckpoint): the
+// tensors along the allowlisted path, each storage's bytes (little-endian,
+// as torch reads them). A tensor whose storage is not stored, or a tar
+// record of a type with no safetensors dtype, is refused.
+core::Result<Checkpoint> PlanTorchLegacy(const scanner::TorchLegacyCheckpoint& legacy, const ConvertOptions& options);
+
+// CheckView: tensor `t` (shape, stride, offset, storage_numel set) reads
+// only elements of its storage; else kConvStorage at `offset`.
+core::Status CheckView(const TensorPlan& t, uint64_t offset);
+
 }  // namespace modelgate::convert

@@ -535,3 +535,72 @@ core::Result<TorchZipCheckpoint> ReadTorchZipCheckpoint(const core::OpenedFile& 
                                                         const ScanOptions& options);
 
 }  // namespace modelgate::scanner
+
+// --- PyTorch legacy checkpoints, read for conversion ---
+namespace modelgate::scanner {
+
+// TorchLegacyStorage is one storage torch's legacy loader fills from the
+// file (_set_from_file / _new_with_file): an int64 LE element count at
+// `count_offset`, then `numel` elements of torch.<storage_type> at
+// [offset, offset + bytes). torch 1.13 reads them as little-endian whatever
+// the file's sys_info says (it ignores sys_info).
+struct TorchLegacyStorage {
+  std::string key;           // legacy file: the root key; tar: decimal
+  std::string storage_type;  // "FloatStorage", ...
+  uint64_t numel = 0;        // the element count the file gives
+  uint64_t count_offset = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;        // numel * element size
+};
+
+// TorchTarTensor is one record of a tar checkpoint's "tensors" member:
+// (key, storage_id, tensor_type) then ndim, sizes, strides, storage offset.
+struct TorchTarTensor {
+  std::string key;          // decimal, as the "pickle" member's ids name it
+  std::string storage_key;  // decimal
+  std::vector<uint64_t> sizes;
+  std::vector<uint64_t> strides;
+  uint64_t storage_offset = 0;  // in elements
+  uint64_t offset = 0;          // file offset of its record
+};
+
+// TorchLegacyCheckpoint is what torch.load's legacy loader reads: the
+// object pickle's graph and every storage (and, for a tar, every tensor
+// record). Facts for rebuilding tensors, not a verdict: scan first.
+struct TorchLegacyCheckpoint {
+  bool tar = false;
+  uint64_t pickle_offset = 0;  // file offset of the object pickle
+  PickleGraph graph;
+  std::vector<TorchLegacyStorage> storages;  // file order
+  std::vector<TorchTarTensor> tensors;       // tar only, member order
+};
+
+// ReadTorchLegacyCheckpoint reads `file` (its whole bytes) as torch.load
+// reads a legacy, non-tar checkpoint (torch.save(...,
+// _use_new_zipfile_serialization=False)): the magic number, protocol
+// version 1001 and sys_info pickles, the object pickle, the storage key
+// list, then each listed storage's count and bytes in list order. Storage
+// ids must be ('storage', torch.<T>Storage, key, location, numel, None):
+// a storage view (view_metadata not None) is kConvUnsupported. Errors:
+// kConvUnsupported (not that layout), kConvStorage (a key listed twice,
+// listed but named by no id, named with two types or counts, a count or
+// storage past the file), kConvLimit (more than `max_records` storages,
+// max_graph_refs).
+core::Result<TorchLegacyCheckpoint> ReadTorchLegacyCheckpoint(std::span<const uint8_t> file,
+                                                              const ScanOptions& options,
+                                                              uint64_t max_records);
+
+// ReadTorchTarCheckpoint reads `file` as torch.load's legacy_load reads a
+// tar (torch < 0.4): the "storages", "tensors" and "pickle" members as
+// Python's tarfile resolves them, each a regular member whose data lies
+// in the file (links, sparse and other members are kConvUnsupported);
+// storage views (a non-empty storage_views list) are kConvUnsupported.
+// Keys are non-negative ints; a key used twice, a tensor naming no
+// storage, members whose data overlap, a count or storage past its
+// member are kConvStorage; more than `max_records` storages or tensors
+// kConvLimit.
+core::Result<TorchLegacyCheckpoint> ReadTorchTarCheckpoint(std::span<const uint8_t> file,
+                                                           const ScanOptions& options,
+                                                           uint64_t max_records);
+
+}  // namespace modelgate::scanner
