@@ -244,6 +244,29 @@ def a_model_is_signed_with_keys_that_live_in_softhsm2(d):
 
 
 @test
+def convert_signs_its_output_with_a_token_key(d):
+    # convert --key takes what sign takes: the Ed25519 key on the token.
+    import torch  # Debian's python3-torch (ci/install-deps.sh)
+    e, tool = token(d)
+    pin = secret(d, "pin", PIN + "\n")
+    ed_pub = exported(d, e, tool, "ed")
+    ck = os.path.join(d, "m.pt")
+    torch.save({"w": torch.arange(6, dtype=torch.float32).reshape(2, 3)}, ck)
+    out = os.path.join(d, "m.safetensors")
+    code, _, err = run_text([MG, "convert", "-q", "-o", out, "--key", "pkcs11:token=mg;object=ed",
+                             "--pin-file", pin, "--pkcs11-module", SOFTHSM, ck], env=e)
+    eq(code, 0, "convert signed on the token\n" + err)
+    verify(ed_pub, out)
+    # An ECDSA token key cannot sign STSIG v1: a usage error, nothing written.
+    os.unlink(out)
+    code, _, err = run_text([MG, "convert", "-q", "-o", out, "--key", "pkcs11:token=mg;object=ec",
+                             "--pin-file", pin, "--pkcs11-module", SOFTHSM, ck], env=e)
+    eq(code, 2, "ECDSA key for convert\n" + err)
+    contains(err, "Ed25519", "says why")
+    eq(os.path.exists(out), False, "nothing written")
+
+
+@test
 def token_errors_are_exit_2_with_their_ids(d):
     e, _ = token(d)
     m = write(d, "m.safetensors", MODEL)
