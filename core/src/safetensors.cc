@@ -855,17 +855,6 @@ class FastHeader {
   std::string_view key_;
 };
 
-// NameHash hashes a record's name words (zero padded) and length.
-uint64_t NameHash(const TensorTable& t, const TableAccess::Rec& r) {
-  const uint64_t* w = TableAccess::Shape(t, r).data() - TableAccess::NameWords(r.name_bytes);
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ r.name_bytes;
-  for (uint64_t i = 0; i < TableAccess::NameWords(r.name_bytes); ++i) {
-    h = (h ^ w[i]) * 0xFF51AFD7ED558CCDull;
-    h ^= h >> 32;
-  }
-  return h;
-}
-
 // FastChecks applies the rules that need the whole table (duplicate names,
 // duplicate metadata keys, each tensor's size, the tiling) to what
 // FastHeader read, sorting the table by offset; false when any fails.
@@ -874,42 +863,8 @@ bool FastChecks(FastHeader& f, uint64_t data_bytes) {
   auto& recs = TableAccess::Recs(table);
   const size_t n = recs.size();
   if (n > UINT32_MAX - 1) return false;
-  // Duplicate names: open addressing over record indices, load <= 3/4
-  // (4 bytes a slot: 4 MiB for 650k names). The names are the sender's: a
-  // set built to collide in NameHash would make the probing quadratic, so
-  // past kMaxProbesPerName probes a name on average the check sorts the
-  // indices by name instead (n log n whatever the names).
-  {
-    constexpr uint64_t kMaxProbesPerName = 8;
-    size_t cap = 16;
-    while (cap / 4 * 3 < n) cap *= 2;
-    std::vector<uint32_t> slots(cap, 0);  // index + 1; 0 = empty
-    uint64_t probes = 0;
-    bool sorted_check = false;
-    for (size_t i = 0; i < n && !sorted_check; ++i) {
-      const std::string_view name = TableAccess::Name(table, recs[i]);
-      size_t s = static_cast<size_t>(NameHash(table, recs[i])) & (cap - 1);
-      while (slots[s] != 0) {
-        if (TableAccess::Name(table, recs[slots[s] - 1]) == name) return false;
-        if (++probes > kMaxProbesPerName * n) {
-          sorted_check = true;
-          break;
-        }
-        s = (s + 1) & (cap - 1);
-      }
-      slots[s] = static_cast<uint32_t>(i + 1);
-    }
-    if (sorted_check) {
-      std::vector<uint32_t>().swap(slots);
-      std::vector<uint32_t> idx(n);
-      for (size_t i = 0; i < n; ++i) idx[i] = static_cast<uint32_t>(i);
-      auto name = [&](uint32_t i) { return TableAccess::Name(table, recs[i]); };
-      std::sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) { return name(a) < name(b); });
-      for (size_t i = 1; i < n; ++i) {
-        if (name(idx[i - 1]) == name(idx[i])) return false;
-      }
-    }
-  }
+  // Duplicate names (a hash set, or a sort when the names collide).
+  if (TableAccess::FindDuplicateName(table).duplicate) return false;
   auto& meta = f.metadata;
   std::stable_sort(meta.begin(), meta.end(),
                    [](const MetaEntry& a, const MetaEntry& b) { return a.key < b.key; });

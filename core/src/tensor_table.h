@@ -11,6 +11,20 @@
 
 namespace modelgate::core {
 
+// kMaxProbesPerName: FindDuplicateName's budget of hash-set probes per name
+// (on average) before it gives up on the hash and sorts.
+inline constexpr uint64_t kMaxProbesPerName = 8;
+
+// NameCheck is FindDuplicateName's answer: whether two records share a name
+// (`first`, `second`: their indices, first < second), and whether the check
+// ran as a sort because the names collided in the hash set.
+struct NameCheck {
+  bool duplicate = false;
+  bool sorted = false;
+  size_t first = 0;
+  size_t second = 0;
+};
+
 struct TableAccess {
   using Rec = TensorTable::Rec;
 
@@ -38,6 +52,19 @@ struct TableAccess {
     if (!name.empty()) std::memcpy(w.data() + at, name.data(), name.size());
     return at;
   }
+
+  // NameHash hashes a record's name words (zero padded) and its length;
+  // every name bit reaches the low bits a hash set indexes with.
+  static uint64_t NameHash(const TensorTable& t, const Rec& r);
+
+  // FindDuplicateName looks for two records with the same name: a hash set
+  // of record indices (open addressing, load <= 3/4, 4 bytes a slot). The
+  // names are the sender's: a set built to collide in NameHash would make
+  // the probing quadratic, so past `max_probes_per_name` probes a name on
+  // average it sorts the indices by name instead (n log n whatever the
+  // names). Tables of more than UINT32_MAX - 1 records are not supported.
+  static NameCheck FindDuplicateName(const TensorTable& t,
+                                     uint64_t max_probes_per_name = kMaxProbesPerName);
 
   static void Append(TensorTable& t, std::string_view name, std::span<const uint64_t> shape,
                      Dtype dtype, uint64_t begin, uint64_t end, uint64_t entry_offset) {
