@@ -125,17 +125,22 @@ class Scanner {
 
   // SafetensorsHeaderYara runs the rules over a safetensors header
   // ("header": the `header_bytes` bytes after the length field, in place in
-  // `file`) into *found, before the header is parsed: the header's pages
-  // are then read once more by the parse and can be dropped behind it. The
-  // caller keeps the findings only for a file the core accepts, as when the
-  // rules ran after the parse.
+  // `file`) into *found. It reads only the options, so it may run on another
+  // thread while the header is parsed (`guarded`: `file` is a
+  // core::GuardedMapping, see YaraRules::ScanGuarded). The caller keeps the
+  // findings only for a file the core accepts, as when the rules ran after
+  // the parse.
   void SafetensorsHeaderYara(std::span<const uint8_t> file, uint64_t header_bytes,
-                             std::vector<Finding>* found) {
+                             std::vector<Finding>* found, bool guarded = false) const {
     if (!opts_.yara) return;
     constexpr uint64_t kHeaderStart = 8;
     if (file.size() < kHeaderStart || header_bytes > file.size() - kHeaderStart) return;
-    opts_.yara->Scan(file.subspan(kHeaderStart, static_cast<size_t>(header_bytes)), "header", found,
-                     kHeaderStart);
+    const auto header = file.subspan(kHeaderStart, static_cast<size_t>(header_bytes));
+    if (guarded) {
+      opts_.yara->ScanGuarded(header, "header", found, kHeaderStart);
+    } else {
+      opts_.yara->Scan(header, "header", found, kHeaderStart);
+    }
   }
 
   // SafetensorsYara records the header's findings (SafetensorsHeaderYara)

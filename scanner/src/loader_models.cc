@@ -8,9 +8,15 @@
 #include "onnx.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace modelgate::scanner {
@@ -120,6 +126,90 @@ bool HasPrefix(std::span<const uint8_t> b, std::string_view magic) {
   return b.size() >= magic.size() && std::memcmp(b.data(), magic.data(), magic.size()) == 0;
 }
 
+// kOverlapYaraHeaderBytes: a mapped safetensors header this long or longer
+// has its YARA pass on a second thread, beside the parse (below that, a
+// thread costs more than it saves).
+constexpr uint64_t kOverlapYaraHeaderBytes = 1ull << 20;
+
+// BackgroundTask runs one task on a thread of its own and joins it at
+// Join() or, on every path (an exception in the caller), at destruction.
+// An exception in the task is rethrown by Join().
+class BackgroundTask {
+ public:
+  BackgroundTask() = default;
+  BackgroundTask(const BackgroundTask&) = delete;
+  BackgroundTask& operator=(const BackgroundTask&) = delete;
+  ~BackgroundTask() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Start runs `task` on a new thread; false when no thread could be made
+  // (the caller then runs it itself).
+  template <typename F>
+  bool Start(F task) {
+    try {
+      thread_ = std::thread([this, task]() mutable {
+        try {
+          task();
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      });
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
+  }
+  void Join() {
+    if (!thread_.joinable()) return;
+    thread_.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::thread thread_;
+  std::exception_ptr error_;
+};
+
+// Ticker calls one function every kTickMicros on a thread of its own, from
+// Start() until it is destroyed.
+class Ticker {
+ public:
+  static constexpr int kTickMicros = 500;
+  Ticker() = default;
+  Ticker(const Ticker&) = delete;
+  Ticker& operator=(const Ticker&) = delete;
+  ~Ticker() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  // Start: false when no thread could be made.
+  template <typename F>
+  bool Start(F tick) {
+    try {
+      thread_ = std::thread([this, tick] {
+        std::unique_lock<std::mutex> lock(m_);
+        while (!cv_.wait_for(lock, std::chrono::microseconds(kTickMicros), [this] { return stop_; })) {
+          tick();
+        }
+      });
+    } catch (const std::system_error&) {
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  std::thread thread_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
 // kReferenceMaxHeaderBytes is the safetensors reference reader's
 // MAX_HEADER_SIZE: a longer header is refused by every safetensors loader.
 constexpr uint64_t kReferenceMaxHeaderBytes = 100'000'000;
@@ -220,28 +310,44 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   // rejected) by the core, without being a reading of the bytes.
   const bool st_shaped = SafetensorsShaped(file);
   std::optional<PickleAnalysis> file_pickle;
+  // Drops a long safetensors header's pages while the views below read it
+  // (from the parse to the end of this function).
+  Ticker header_dropper;
   if (st_shaped || claim.safetensors) {
     if (st_shaped) view("safetensors", Format::kSafetensors);
-    // The rules read the header first, then the parse reads it once more
-    // and, over a mapping of the file, drops each MiB it has finished with:
-    // a header of N bytes then costs about N of resident memory, never the
-    // header and the tensor table at once (issue 16).
+    // pickle.load at 0 (judged below), the rules and the parse each read
+    // the header once. Over a mapping of a header of
+    // kOverlapYaraHeaderBytes or more, the rules run on a second thread
+    // beside the parse, and a third drops the header's pages every tick
+    // (issue 16): what stays resident is what the readers touched since the
+    // last drop, never the whole header beside the tensor table; a page
+    // read after a drop comes again from the page cache. The findings wait
+    // for the parse either way.
     std::vector<Finding> header_yara;
-    if (mapping != nullptr) file_pickle = sc.FilePickle(file);  // pickle.load at 0, below
+    uint64_t n = 0;  // the header's length, when the rules can read it
     if (file.size() >= 8) {
-      uint64_t n = 0;
       for (int i = 7; i >= 0; --i) n = (n << 8) | file[static_cast<size_t>(i)];
-      if (n > 0 && n <= options.limits.max_header_bytes && n <= file.size() - 8) {
-        sc.SafetensorsHeaderYara(file, n, &header_yara);
-        if (mapping != nullptr) mapping->ReleasePages(8, n);
-      }
+      if (n == 0 || n > options.limits.max_header_bytes || n > file.size() - 8) n = 0;
     }
+    const bool overlap = mapping != nullptr && n >= kOverlapYaraHeaderBytes &&
+                         header_dropper.Start([mapping, n] { mapping->ReleasePages(8, n); });
+    if (mapping != nullptr) file_pickle = sc.FilePickle(file);
+    BackgroundTask rules_task;
+    if (!overlap || !rules_task.Start([&sc, file, n, &header_yara] {
+          sc.SafetensorsHeaderYara(file, n, &header_yara, /*guarded=*/true);
+        })) {
+      if (n > 0) sc.SafetensorsHeaderYara(file, n, &header_yara);
+    }
+    if (mapping != nullptr) mapping->ReleasePages(8, n);
     core::HeaderReleaseFn release;
     if (mapping != nullptr) {
       release = [mapping](uint64_t offset) { mapping->ReleasePages(8, offset - 8); };
     }
     auto st = core::ParseSafetensors(file, options.limits, release);
-    if (mapping != nullptr && st.ok()) mapping->ReleasePages(8, st.value().header_bytes);
+    rules_task.Join();
+    if (mapping != nullptr) {
+      mapping->ReleasePages(8, st.ok() ? st.value().header_bytes : n);
+    }
     if (st.ok()) {
       out.safetensors = std::move(st).value();
       sc.SafetensorsYara(file, *out.safetensors, std::move(header_yara));
@@ -316,7 +422,7 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
   // signature at 0 or after a user block.
   // libhdf5 searches 0, 512, 1024, ... for the signature, so the whole
   // file is searched: a pickle in the user block is no hiding place.
-  const bool hdf5 = LooksLikeHdf5(file);
+  const bool hdf5 = !claim.safetensors && LooksLikeHdf5(file);
   if (!claim.safetensors &&
       (hdf5 || EndsWithNoCase(name, ".h5") || EndsWithNoCase(name, ".hdf5"))) {
     if (hdf5) view("h5py", Format::kHdf5);

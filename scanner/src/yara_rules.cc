@@ -591,9 +591,9 @@ core::Result<YaraRules> YaraRules::Compile(const std::vector<std::string>& dirs,
 
 bool YaraRules::ScanChunked(std::span<const uint8_t> bytes, std::string_view scope,
                             std::vector<Finding>* out, uint64_t base_offset,
-                            uint64_t chunk_bytes, uint64_t overlap_bytes) const {
+                            uint64_t chunk_bytes, uint64_t overlap_bytes, bool guarded) const {
   if (chunk_bytes == 0 || overlap_bytes >= chunk_bytes || bytes.size() <= chunk_bytes) {
-    return ScanOnce(bytes, scope, out, base_offset);
+    return ScanOnce(bytes, scope, out, base_offset, nullptr, guarded);
   }
   // Ids reported by earlier chunks (few: one per rule). A later chunk's
   // finding with one of them is the same rule again, further on.
@@ -603,7 +603,7 @@ bool YaraRules::ScanChunked(std::span<const uint8_t> bytes, std::string_view sco
     const uint64_t n = std::min<uint64_t>(chunk_bytes, bytes.size() - pos);
     std::vector<Finding> part;
     const bool ok = ScanOnce(bytes.subspan(static_cast<size_t>(pos), static_cast<size_t>(n)),
-                             scope, &part, base_offset + pos);
+                             scope, &part, base_offset + pos, nullptr, guarded);
     const size_t seen_before = seen.size();
     for (auto& f : part) {
       if (std::find(seen.begin(), seen.begin() + static_cast<long>(seen_before), f.id) !=
@@ -628,7 +628,7 @@ bool YaraRules::ScanHits(std::span<const uint8_t> bytes, std::string_view scope,
 
 bool YaraRules::ScanOnce(std::span<const uint8_t> bytes, std::string_view scope,
                          std::vector<Finding>* out, uint64_t base_offset,
-                         std::vector<YaraHit>* hits) const {
+                         std::vector<YaraHit>* hits, bool guarded) const {
   auto scan_error = [&](const std::string& why) {
     try {
       out->push_back(MakeFinding(std::string(kYaraScanErrorId), core::Severity::kHigh,
@@ -655,7 +655,7 @@ bool YaraRules::ScanOnce(std::span<const uint8_t> bytes, std::string_view scope,
   if (rc == ERROR_SUCCESS) {
     yr_scanner_set_callback(scanner, OnScanMessage, &state);
     yr_scanner_set_timeout(scanner, kYaraScanTimeoutSeconds);
-    yr_scanner_set_flags(scanner, SCAN_FLAGS_FAST_MODE);
+    yr_scanner_set_flags(scanner, SCAN_FLAGS_FAST_MODE | (guarded ? SCAN_FLAGS_NO_TRYCATCH : 0));
     static const uint8_t kEmpty = 0;  // libyara wants a real pointer, even for 0 bytes
     rc = yr_scanner_scan_mem(scanner, bytes.empty() ? &kEmpty : bytes.data(), bytes.size());
   }

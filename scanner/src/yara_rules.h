@@ -170,7 +170,20 @@ class YaraRules {
   // `overlap_bytes` must be below `chunk_bytes`.
   bool ScanChunked(std::span<const uint8_t> bytes, std::string_view scope,
                    std::vector<Finding>* out, uint64_t base_offset, uint64_t chunk_bytes,
-                   uint64_t overlap_bytes) const;
+                   uint64_t overlap_bytes, bool guarded = false) const;
+
+  // ScanGuarded is Scan over bytes that lie in a core::GuardedMapping, for
+  // a scan on another thread while this one reads the same mapping.
+  // libyara installs its own SIGBUS handler for the whole process while a
+  // scan runs, so it would also receive the other thread's faults; it is
+  // left out (SCAN_FLAGS_NO_TRYCATCH), and the mapping's guard, which serves
+  // every thread, turns a file that shrank into zeros and a faulted()
+  // mapping for both readers (tests/loaders/header_overlap_test.cc).
+  bool ScanGuarded(std::span<const uint8_t> bytes, std::string_view scope,
+                   std::vector<Finding>* out, uint64_t base_offset = 0) const {
+    return ScanChunked(bytes, scope, out, base_offset, kYaraChunkBytes, kYaraChunkOverlapBytes,
+                       /*guarded=*/true);
+  }
 
   // rule_count is how many rules the set holds (private ones included).
   size_t rule_count() const { return rule_count_; }
@@ -185,7 +198,8 @@ class YaraRules {
   YaraRules() = default;
   void Reset();
   bool ScanOnce(std::span<const uint8_t> bytes, std::string_view scope, std::vector<Finding>* out,
-                uint64_t base_offset, std::vector<YaraHit>* hits = nullptr) const;
+                uint64_t base_offset, std::vector<YaraHit>* hits = nullptr,
+                bool guarded = false) const;
 
   YR_RULES* rules_ = nullptr;
   size_t rule_count_ = 0;
