@@ -574,6 +574,9 @@ class FastHeader {
   }
 
   void Ws() {
+    // JSON whitespace is all at or below ' ': most calls (compact text)
+    // end at the first test.
+    if (p_ < end_ && *p_ > ' ') return;
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
   bool Eat(uint8_t c) {
@@ -731,6 +734,10 @@ class FastHeader {
     r.at = TableAccess::AppendName(table, key_);
     r.name_bytes = static_cast<uint32_t>(key_.size());
     r.entry_offset = entry_offset;
+    if (CompactBody(r)) {
+      TableAccess::Recs(table).push_back(r);
+      return true;
+    }
     bool seen_dtype = false, seen_shape = false, seen_offsets = false;
     Ws();
     for (;;) {
@@ -804,6 +811,65 @@ class FastHeader {
     }
     if (!seen_dtype || !seen_shape || !seen_offsets) return false;
     TableAccess::Recs(table).push_back(r);
+    return true;
+  }
+
+  // Literal: the bytes at p_ are `lit` (then skipped).
+  template <size_t N>
+  bool Literal(const char (&lit)[N]) {
+    if (end_ - p_ < static_cast<ptrdiff_t>(N - 1) || std::memcmp(p_, lit, N - 1) != 0) return false;
+    p_ += N - 1;
+    return true;
+  }
+
+  // CompactBody reads an entry's body after its '{' when it is written as
+  // the reference writer writes it: compact, the fields in its order, the
+  // dtype without escapes (`"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}`),
+  // into `r` and the shape's words. At the first byte it does not expect
+  // it puts p_ and the words back and returns false: Entry then reads the
+  // body in full (whitespace, escapes, any field order), so it accepts
+  // exactly what Entry accepts, only sooner.
+  bool CompactBody(TableAccess::Rec& r) {
+    const uint8_t* start = p_;
+    auto& words = TableAccess::Words(table);
+    const size_t dims_at = words.size();
+    auto back = [&] {
+      p_ = start;
+      words.resize(dims_at);
+      return false;
+    };
+    if (!Literal("\"dtype\":\"")) return back();
+    const uint8_t* d = p_;
+    while (p_ < end_ && *p_ != '"' && *p_ > ' ' && *p_ != '\\' && *p_ < 0x80) ++p_;
+    if (p_ >= end_ || *p_ != '"') return back();
+    const std::string_view v(reinterpret_cast<const char*>(d), static_cast<size_t>(p_ - d));
+    ++p_;
+    if (!v.empty() && v == last_dtype_name_) {
+      r.dtype = last_dtype_;
+    } else {
+      if (!ParseDtype(v, &r.dtype)) return back();
+      last_dtype_ = r.dtype;
+      last_dtype_name_ = DtypeName(r.dtype);
+    }
+    if (!Literal(",\"shape\":[")) return back();
+    if (!Eat(']')) {
+      for (;;) {
+        uint64_t dim = 0;
+        if (!Number(&dim)) return back();
+        if (words.size() - dims_at >= limits_.max_rank || words.size() - dims_at >= kMaxTableRank) {
+          return back();
+        }
+        words.push_back(dim);
+        if (Eat(',')) continue;
+        if (Eat(']')) break;
+        return back();
+      }
+    }
+    r.rank = static_cast<uint16_t>(words.size() - dims_at);
+    if (!Literal(",\"data_offsets\":[") || !Number(&r.begin) || !Eat(',') || !Number(&r.end) ||
+        !Literal("]}")) {
+      return back();
+    }
     return true;
   }
 

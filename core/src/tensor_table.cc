@@ -110,9 +110,21 @@ NameCheck TableAccess::FindDuplicateName(const TensorTable& t, uint64_t max_prob
     uint64_t probes = 0;
     uint64_t max_probes = 0;
     if (__builtin_mul_overflow(max_probes_per_name, uint64_t{n}, &max_probes)) max_probes = UINT64_MAX;
+    // The slots are a random walk through megabytes: each name's first
+    // slot is fetched kAhead names before it is probed.
+    constexpr size_t kAhead = 8;
+    uint64_t ahead[kAhead];
+    for (size_t i = 0; i < n && i < kAhead; ++i) {
+      ahead[i] = NameHash(t, recs[i]);
+      __builtin_prefetch(slots.data() + (ahead[i] & (cap - 1)));
+    }
     for (size_t i = 0; i < n && !collided; ++i) {
       const std::string_view name = Name(t, recs[i]);
-      const uint64_t h = NameHash(t, recs[i]);
+      const uint64_t h = ahead[i % kAhead];
+      if (i + kAhead < n) {
+        ahead[i % kAhead] = NameHash(t, recs[i + kAhead]);
+        __builtin_prefetch(slots.data() + (ahead[i % kAhead] & (cap - 1)));
+      }
       const uint32_t tag = index_bits == 32 ? 0 : static_cast<uint32_t>(h >> (32 + index_bits)) << index_bits;
       size_t s = static_cast<size_t>(h) & (cap - 1);
       while (slots[s] != 0) {
