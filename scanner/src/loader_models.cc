@@ -331,13 +331,12 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
     }
     const bool overlap = mapping != nullptr && n >= kOverlapYaraHeaderBytes &&
                          header_dropper.Start([mapping, n] { mapping->ReleasePages(8, n); });
+    BackgroundTask rules_task;  // the rules, the longest of the three, start first
+    const bool rules_apart = overlap && rules_task.Start([&sc, file, n, &header_yara] {
+      sc.SafetensorsHeaderYara(file, n, &header_yara, /*guarded=*/true);
+    });
     if (mapping != nullptr) file_pickle = sc.FilePickle(file);
-    BackgroundTask rules_task;
-    if (!overlap || !rules_task.Start([&sc, file, n, &header_yara] {
-          sc.SafetensorsHeaderYara(file, n, &header_yara, /*guarded=*/true);
-        })) {
-      if (n > 0) sc.SafetensorsHeaderYara(file, n, &header_yara);
-    }
+    if (!rules_apart && n > 0) sc.SafetensorsHeaderYara(file, n, &header_yara);
     if (mapping != nullptr) mapping->ReleasePages(8, n);
     core::HeaderReleaseFn release;
     if (mapping != nullptr) {
