@@ -339,7 +339,11 @@ void JudgeLoaderViews(Scanner& sc, const Source& src, std::span<const uint8_t> f
     if (!rules_apart && n > 0) sc.SafetensorsHeaderYara(file, n, &header_yara);
     if (mapping != nullptr) mapping->ReleasePages(8, n);
     core::HeaderReleaseFn release;
-    if (mapping != nullptr) {
+    if (rules_apart) {
+      // The rules may be ahead of the parse: each MiB, drop all the header
+      // (the ticker does too, but it may wait for a core on a busy machine).
+      release = [mapping, n](uint64_t) { mapping->ReleasePages(8, n); };
+    } else if (mapping != nullptr) {
       release = [mapping](uint64_t offset) { mapping->ReleasePages(8, offset - 8); };
     }
     auto st = core::ParseSafetensors(file, options.limits, release);
