@@ -129,6 +129,7 @@ void Machine::ExportGraph(const Ref& root) {
       n.qualname = x.qualname;
     }
     if (v->kind == VKind::kResult) n.callee = id_of(x.g_callee);
+    n.joblib_array = x.joblib_array;
     n.args = id_of(x.g_args);
     n.items.reserve(x.g_items.size());
     for (const Ref& i : x.g_items) n.items.push_back(id_of(i));

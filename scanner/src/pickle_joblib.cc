@@ -74,7 +74,10 @@ void Machine::SetAttr(Value& obj, std::string_view name, const Ref& value) {
   for (const Ref& item : value->x().items) {
     ints &= (item->kind == VKind::kInt && item->int_fits) || item->kind == VKind::kBool;
   }
-  if (ints || value->special == Special::kNumpyDtype || value->kind == VKind::kStr) a.held = value;
+  if (ints || value->special == Special::kNumpyDtype || value->kind == VKind::kStr ||
+      value->kind == VKind::kGlobal) {
+    a.held = value;
+  }
   PutAttr(obj, std::move(a));
 }
 
@@ -200,6 +203,8 @@ void Machine::DtypeSetState(Value& dtype, const Value& st) {
     return MarkUnknown(dtype, "its BUILD state's elsize " + std::to_string(elsize) +
                                   " disagrees with its typestr " + Quoted(dtype.x().typestr, 40));
   }
+  const std::string_view order = it[1]->text();
+  dtype.x().byteorder = order.size() == 1 ? order[0] : 0;
 }
 
 // JoblibRead follows NumpyArrayWrapper.read after the BUILD at op_offset_:
@@ -316,6 +321,23 @@ void Machine::JoblibRead(ByteReader& r, Value& wrapper) {
   Ref array = Make(VKind::kResult);  // the wrapper's place: the array it read
   array->x().callee = "joblib.numpy_pickle.NumpyArrayWrapper.read";
   array->callee_safe = true;
+  if (graph_) {
+    auto facts = std::make_shared<PickleJoblibArray>();
+    facts->offset = rec.offset + rec.padding_bytes;
+    facts->bytes = rec.data_bytes;
+    facts->typestr = dt.x().typestr;
+    facts->byteorder = dt.x().byteorder;
+    for (const Ref& dim : shape->held->x().items) facts->shape.push_back(static_cast<uint64_t>(dim->int_value));
+    if (order != nullptr && order->held && order->held->kind == VKind::kStr) {
+      facts->order = std::string(order->held->text());
+    }
+    if (subclass->held && subclass->held->kind == VKind::kGlobal) {
+      facts->subclass = subclass->held->x().module + "." + subclass->held->x().qualname;
+    }
+    facts->object = ds.object;
+    array->origin_offset = build_offset;
+    array->x().joblib_array = std::move(facts);
+  }
   stack_.back() = std::move(array);
 }
 

@@ -87,8 +87,12 @@ struct Value {
     // Why `attrs` (or a kNumpyDtype's typestr and state) may be wrong or
     // incomplete; "" while they are exact.
     std::string unknown;
-    // kNumpyDtype: numpy.dtype(typestr, align, copy).
+    // kNumpyDtype: numpy.dtype(typestr, align, copy), and the byte order
+    // its last plain BUILD state gave ('<', '>', '|'; 0 when none did).
     std::string typestr;
+    char byteorder = 0;
+    // Graph capture: the array a joblib wrapper's read put here.
+    std::shared_ptr<const PickleJoblibArray> joblib_array;
     // Graph capture only (PickleOptions::capture_graph; see GraphHold):
     // every item, entry and BUILD state, a call's callee and arguments, a
     // persistent object's pid. Cleared when the stream ends (cycles).

@@ -289,6 +289,21 @@ struct PickleTorchStorage {
   uint32_t stream = 0;
 };
 
+// PickleJoblibArray is the array joblib's NumpyArrayWrapper.read returns
+// in a graph (capture_graph, joblib's reading): the facts of its wrapper's
+// state and where read_array found its bytes. Facts, not a verdict: a
+// converter still decides which of them it accepts.
+struct PickleJoblibArray {
+  uint64_t offset = 0;        // the array's first data byte (past any padding)
+  uint64_t bytes = 0;         // count * itemsize (object arrays: the nested pickle)
+  std::string typestr;        // numpy.dtype's first argument ("f4", "i8")
+  char byteorder = 0;         // the dtype's BUILD state byte order; 0 when not stated
+  std::vector<uint64_t> shape;
+  std::string order;          // the wrapper's 'order' ("C", "F"), "" when not a str
+  std::string subclass;       // "module.qualname" of its 'subclass' global, "" when not one
+  bool object = false;        // dtype.hasobject: the data is a pickle
+};
+
 // PickleNode is one object of a pickle's object graph, as the machine
 // built it symbolically (nothing was called): literals, containers with
 // every item, the globals find_class returned, and call results that keep
@@ -313,6 +328,9 @@ struct PickleNode {
   std::vector<std::pair<uint32_t, uint32_t>> entries;  // dict items; SETITEMs on a call result
   std::vector<uint32_t> states;  // BUILD states applied, in order
   uint64_t offset = core::kNoOffset;  // the opcode that made it
+  // kCall: the array a joblib NumpyArrayWrapper's BUILD read (its offset
+  // is that BUILD's); null otherwise.
+  std::shared_ptr<const PickleJoblibArray> joblib_array;
 };
 
 // PickleGraph is the object one top-level stream returns at STOP.
@@ -533,6 +551,60 @@ struct TorchZipCheckpoint {
 // records sharing or overlapping bytes), kIoRead/kIoChanged (I/O).
 core::Result<TorchZipCheckpoint> ReadTorchZipCheckpoint(const core::OpenedFile& file,
                                                         const ScanOptions& options);
+
+// --- numpy and joblib files, read for conversion ---
+
+// NumpyArrayRecord is one .npy array: the whole file, or one member of an
+// .npz archive. Its body is [data_offset, data_offset + data_bytes) of the
+// file when stored; of the member's inflated bytes when `deflated` (then
+// the member's packed bytes are [packed_offset, packed_offset +
+// packed_bytes) of the file, member_bytes long inflated, with CRC-32
+// member_crc32).
+struct NumpyArrayRecord {
+  std::string name;              // "arr_0" for a .npy file; an npz member's key
+  uint64_t header_offset = 0;    // of the .npy magic (the member's data offset)
+  std::string descr;             // as the header writes it; "<structured>" for a list
+  bool fortran_order = false;
+  std::vector<uint64_t> shape;
+  bool object = false;           // the body is a pickle
+  uint64_t data_offset = 0;
+  uint64_t data_bytes = 0;       // shape x itemsize, checked against what is there
+  bool deflated = false;
+  uint64_t packed_offset = 0, packed_bytes = 0, member_bytes = 0;
+  uint32_t member_crc32 = 0;
+};
+
+// NumpyFile is what numpy.load reads: one array (.npy) or the members of
+// an .npz archive in central-directory order. `other_members` are npz
+// members that are not .npy arrays (NpzFile returns their raw bytes):
+// (name, central directory offset).
+struct NumpyFile {
+  bool npz = false;
+  std::vector<NumpyArrayRecord> arrays;
+  std::vector<std::pair<std::string, uint64_t>> other_members;
+};
+
+// ReadNumpyFile reads `file` as numpy.load would (.npy magic or a zip).
+// Errors: kConvUnsupported (not .npy or zip, a header that does not parse,
+// an encrypted or otherwise unreadable member), kConvName (two members
+// with one key), kConvStorage (a body that is not exactly shape x itemsize
+// bytes, or runs past its member or the file), kConvLimit (a container
+// limit), kIoRead/kIoChanged.
+core::Result<NumpyFile> ReadNumpyFile(const core::OpenedFile& file, const ScanOptions& options);
+
+// JoblibCheckpoint is the object joblib.load returns from an uncompressed
+// joblib file: one pickle whose NumpyArrayWrapper arrays are graph nodes
+// with PickleNode::joblib_array set.
+struct JoblibCheckpoint {
+  PickleGraph graph;
+};
+
+// ReadJoblibCheckpoint reads `file` as joblib.load would (joblib's reading
+// only: the scan judged the other readings). Errors: kConvUnsupported (not
+// one whole pickle ending at the end of the file, or its graph could not
+// be kept), kConvLimit (max_graph_refs), kIoRead/kIoChanged.
+core::Result<JoblibCheckpoint> ReadJoblibCheckpoint(const core::OpenedFile& file,
+                                                    const ScanOptions& options);
 
 }  // namespace modelgate::scanner
 
