@@ -487,7 +487,9 @@ AppDefinition BuildApp(CommonOptions* opts) {
                                 "Convert a PyTorch checkpoint (torch.save zip, legacy or tar: "
                                 "pytorch_model.bin, .pt, .pth) to safetensors without unpickling it: the file is "
                                 "scanned, then only the allowlisted tensor rebuilding calls are "
-                                "followed; anything else refuses it and nothing is written.",
+                                "followed; anything else refuses it and nothing is written. "
+                                "numpy .npy and .npz files and uncompressed joblib files of "
+                                "numpy arrays convert the same way.",
                                 "-o OUT.safetensors [OPTIONS] IN", false, RunConvert);
   b.Operands(convert, "IN", "the checkpoint to convert");
   b.File(convert, "-o,--output", &opts->out_path, "FILE",

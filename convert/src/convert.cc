@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <zlib.h>
+
 #include "modelgate/atomic_file.h"
 #include "modelgate/convert.h"
 #include "readers.h"
@@ -120,6 +122,182 @@ core::Status CopyTensor(int fd, uint64_t rec_offset, const TensorPlan& t, uint64
   }
 }
 
+// Inflater reads a zip member's raw deflate stream (StorageBytes::kDeflate)
+// forward only, at most kChunkBytes of packed input in memory; Finish()
+// checks that the stream ends at exactly member_bytes with member_crc32.
+class Inflater {
+ public:
+  Inflater(int fd, const StorageBytes& sb) : fd_(fd), sb_(sb), crc_(crc32(0L, Z_NULL, 0)) {
+    init_ = inflateInit2(&z_, -MAX_WBITS) == Z_OK;  // raw deflate, as zip stores it
+  }
+  ~Inflater() {
+    if (init_) inflateEnd(&z_);
+  }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+
+  // Read fills all of `out` with the next inflated bytes.
+  core::Status Read(std::span<uint8_t> out) {
+    if (!init_) return Fail(sb_.packed_offset, "zlib could not start an inflate stream");
+    size_t filled = 0;
+    while (filled < out.size()) {
+      if (ended_) {
+        return Fail(sb_.packed_offset, "the deflate stream ends after " + std::to_string(produced_) +
+                                           " bytes, short of the " + std::to_string(sb_.member_bytes) +
+                                           " the member declares");
+      }
+      if (z_.avail_in == 0 && packed_read_ < sb_.packed_bytes) {
+        in_.resize(std::min(kChunkBytes, sb_.packed_bytes - packed_read_));
+        if (auto s = core::PreadExact(fd_, sb_.packed_offset + packed_read_, in_); !s.ok()) return s;
+        packed_read_ += in_.size();
+        z_.next_in = in_.data();
+        z_.avail_in = static_cast<uInt>(in_.size());
+      }
+      const size_t want = std::min<size_t>(out.size() - filled, kChunkBytes);
+      z_.next_out = out.data() + filled;
+      z_.avail_out = static_cast<uInt>(want);
+      const uInt had_in = z_.avail_in;
+      const int r = inflate(&z_, Z_NO_FLUSH);
+      const size_t got = want - z_.avail_out;
+      if (r == Z_STREAM_END) {
+        ended_ = true;
+      } else if (r == Z_BUF_ERROR || (r == Z_OK && got == 0 && had_in == z_.avail_in)) {
+        if (z_.avail_in == 0 && packed_read_ == sb_.packed_bytes) {
+          return Fail(sb_.packed_offset + sb_.packed_bytes, "the deflate stream is cut short");
+        }
+      } else if (r != Z_OK) {
+        return Fail(sb_.packed_offset + packed_read_ - z_.avail_in,
+                    std::string("the deflate stream is corrupt (") + (z_.msg ? z_.msg : "zlib error") + ")");
+      }
+      crc_ = crc32(crc_, out.data() + filled, static_cast<uInt>(got));
+      produced_ += got;
+      filled += got;
+      if (produced_ > sb_.member_bytes) {
+        return Fail(sb_.packed_offset, "the member inflates past its declared " + std::to_string(sb_.member_bytes) +
+                                           " bytes");
+      }
+    }
+    return core::OkStatus();
+  }
+
+  core::Status Skip(uint64_t n) {
+    std::vector<uint8_t> buf;
+    while (n > 0) {
+      buf.resize(std::min(n, kChunkBytes));
+      if (auto s = Read(buf); !s.ok()) return s;
+      n -= buf.size();
+    }
+    return core::OkStatus();
+  }
+
+  // Finish reads the member to its end and checks its size and CRC-32, as
+  // zipfile does when numpy reads it (BadZipFile otherwise).
+  core::Status Finish() {
+    if (produced_ > sb_.member_bytes) return Fail(sb_.packed_offset, "the member is longer than declared");
+    if (auto s = Skip(sb_.member_bytes - produced_); !s.ok()) return s;
+    if (!ended_) {  // exactly member_bytes so far: the stream must end here
+      uint8_t extra = 0;
+      z_.next_out = &extra;
+      z_.avail_out = 1;
+      for (;;) {
+        if (z_.avail_in == 0 && packed_read_ < sb_.packed_bytes) {
+          in_.resize(std::min(kChunkBytes, sb_.packed_bytes - packed_read_));
+          if (auto s = core::PreadExact(fd_, sb_.packed_offset + packed_read_, in_); !s.ok()) return s;
+          packed_read_ += in_.size();
+          z_.next_in = in_.data();
+          z_.avail_in = static_cast<uInt>(in_.size());
+        }
+        const uInt had_in = z_.avail_in;
+        const int r = inflate(&z_, Z_NO_FLUSH);
+        if (z_.avail_out == 0) {
+          return Fail(sb_.packed_offset, "the member inflates past its declared " +
+                                             std::to_string(sb_.member_bytes) + " bytes");
+        }
+        if (r == Z_STREAM_END) break;
+        if ((r != Z_OK && r != Z_BUF_ERROR) || (had_in == z_.avail_in && z_.avail_in == 0 &&
+                                                packed_read_ == sb_.packed_bytes)) {
+          return Fail(sb_.packed_offset, "the deflate stream does not end after its declared " +
+                                             std::to_string(sb_.member_bytes) + " bytes");
+        }
+      }
+    }
+    if (static_cast<uint32_t>(crc_) != sb_.member_crc32) {
+      return Fail(sb_.packed_offset, "the member's CRC-32 does not match the zip directory's");
+    }
+    return core::OkStatus();
+  }
+
+ private:
+  Error Fail(uint64_t at, std::string why) const {
+    return Error{Code::kConvStorage, at, "deflated member at " + std::to_string(sb_.packed_offset) + ": " + why};
+  }
+
+  int fd_;
+  StorageBytes sb_;
+  z_stream z_{};
+  bool init_ = false;
+  bool ended_ = false;
+  uint64_t packed_read_ = 0;
+  uint64_t produced_ = 0;
+  uLong crc_;
+  std::vector<uint8_t> in_;
+};
+
+// CopyDeflated writes tensor `t` of a deflated storage row-major: streamed
+// when contiguous, else its window gathered in memory (the reader bounded
+// it by gather_window_bytes). The member is inflated to its end either way.
+core::Status CopyDeflated(int fd, const StorageBytes& sb, const TensorPlan& t, uint64_t gather_window_bytes,
+                          Writer& w) {
+  const uint64_t el = ElemBytes(t.dtype);
+  uint64_t numel = 1;
+  for (uint64_t d : t.shape) numel *= d;  // checked by the plan's byte count
+  Inflater inf(fd, sb);
+  if (auto s = inf.Skip(sb.offset + t.offset * el); !s.ok()) return s;
+  size_t rank = t.shape.size(), inner = rank;
+  uint64_t run = 1;
+  while (inner > 0 && (t.shape[inner - 1] == 1 || t.stride[inner - 1] == run)) {
+    --inner;
+    run *= t.shape[inner];
+  }
+  if (numel == 0) {
+  } else if (inner == 0) {
+    std::vector<uint8_t> buf;
+    for (uint64_t left = numel * el; left > 0;) {
+      buf.resize(std::min(left, kChunkBytes));
+      if (auto s = inf.Read(buf); !s.ok()) return s;
+      if (auto s = w.Put(buf); !s.ok()) return s;
+      left -= buf.size();
+    }
+  } else {
+    uint64_t last = 0;
+    for (size_t i = 0; i < rank; ++i) last += (t.shape[i] - 1) * t.stride[i];
+    const uint64_t window = (last + 1) * el;
+    if (window > gather_window_bytes) {
+      return Error{Code::kConvLimit, sb.packed_offset,
+                   Quoted(t.name, 120) + ": a deflated view of " + std::to_string(window) +
+                       " bytes is over gather_window_bytes (" + std::to_string(gather_window_bytes) + ")"};
+    }
+    std::vector<uint8_t> win(window);
+    if (auto s = inf.Read(win); !s.ok()) return s;
+    std::vector<uint64_t> idx(inner, 0);
+    for (bool more = true; more;) {
+      uint64_t e = 0;
+      for (size_t i = 0; i < inner; ++i) e += idx[i] * t.stride[i];
+      if (auto s = w.Put({win.data() + e * el, run * el}); !s.ok()) return s;
+      more = false;
+      for (size_t d = inner; d > 0; --d) {
+        if (++idx[d - 1] < t.shape[d - 1]) {
+          more = true;
+          break;
+        }
+        idx[d - 1] = 0;
+      }
+    }
+  }
+  if (auto s = w.Flush(); !s.ok()) return s;
+  return inf.Finish();
+}
+
 scanner::Finding Refusal(const Error& e) { return scanner::FindingFromError(e); }
 
 }  // namespace
@@ -159,6 +337,24 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
     case scanner::Format::kPytorchTar:
       read = ReadTorchTar(in, options);
       break;
+    case scanner::Format::kNumpy:
+    case scanner::Format::kNumpyZip:
+      read = ReadNumpy(in, options);
+      break;
+    case scanner::Format::kJoblib:
+      read = ReadJoblib(in, options);
+      break;
+    case scanner::Format::kZlib:
+    case scanner::Format::kGzip:
+    case scanner::Format::kBzip2:
+    case scanner::Format::kXz:
+    case scanner::Format::kLzma:
+    case scanner::Format::kZstd:
+    case scanner::Format::kLz4:
+    case scanner::Format::kJoblibZf:
+      return refuse(Error{Code::kConvUnsupported, 0,
+                          "a compressed file (" + std::string(scanner::FormatName(scan.format)) +
+                              ", e.g. joblib.dump(compress=...)) is not converted yet: decompress it first"});
     default:
       return refuse(Error{Code::kConvUnsupported, 0,
                           "format " + std::string(scanner::FormatName(scan.format)) + " is not converted"});
@@ -272,9 +468,10 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
     const TensorPlan& t = plan.tensors[i];
     const StorageBytes& sb = ck.storages.at(t.key);
     Writer w(out, data_start + st.tensors[i].begin, sb.big_endian, t.dtype, sign);
-    if (auto s = CopyTensor(in.fd, sb.offset, t, options.limits.gather_window_bytes, w); !s.ok()) {
-      return refuse(s.error());
-    }
+    auto copied = sb.codec == StorageBytes::Codec::kDeflate
+                      ? CopyDeflated(in.fd, sb, t, options.limits.gather_window_bytes, w)
+                      : CopyTensor(in.fd, sb.offset, t, options.limits.gather_window_bytes, w);
+    if (!copied.ok()) return refuse(copied.error());
     if (sign) digests[i].second = w.Digest();
   }
   std::string header = layout.value();

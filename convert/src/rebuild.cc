@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "modelgate/convert.h"
+#include "readers.h"
 
 namespace modelgate::convert {
 namespace {
@@ -62,21 +63,25 @@ const char* KindName(Kind k) {
 
 class Planner {
  public:
-  Planner(const PickleGraph& g, const ConvertLimits& limits, bool drop, const PlanIds& ids)
-      : g_(g), lim_(limits), drop_(drop), ids_(ids) {}
+  Planner(const PickleGraph& g, const ConvertLimits& limits, bool drop, const PlanIds& ids,
+          const PlanHooks* hooks = nullptr)
+      : g_(g), lim_(limits), drop_(drop), ids_(ids), hooks_(hooks) {}
 
   core::Result<StateDictPlan> Run() {
     const PickleNode* root = Node(g_.root);
     if (root == nullptr) return Fail(Code::kConvUnsupported, nullptr, "the pickle has no object");
     const std::vector<std::pair<uint32_t, uint32_t>>* entries = nullptr;
     if (auto s = DictEntries(*root, &entries); !s.ok()) return s.error();
-    if (entries == nullptr) {
+    if (entries != nullptr) {
+      on_path_.insert(root);
+      if (auto s = Walk(*root, *entries, "", 1); !s.ok()) return s.error();
+    } else if (hooks_ != nullptr && (root->joblib_array || root->kind == Kind::kList || root->kind == Kind::kTuple)) {
+      if (auto s = OtherRoot(*root); !s.ok()) return s.error();
+    } else {
       return Fail(Code::kConvUnsupported, root,
                   std::string("the checkpoint holds ") + Describe(*root) +
                       ", not a state dict (a dict of tensors)");
     }
-    on_path_.insert(root);
-    if (auto s = Walk(*root, *entries, "", 1); !s.ok()) return s.error();
     if (!non_tensors_.empty() && !drop_) {
       std::string list;
       for (size_t i = 0; i < non_tensors_.size() && i < 8; ++i) {
@@ -88,18 +93,7 @@ class Planner {
                        " leaf value(s) are neither tensors nor strings: " + list +
                        "; --drop-non-tensors drops them"};
     }
-    // Views too wide to gather in memory are read run by run: bounded.
-    uint64_t reads = 0;
-    for (const TensorPlan& t : tensors_) {
-      reads += ViewReads(t);  // each term <= 2^64 / 2: numel * element bytes fit
-      if (reads > lim_.max_view_reads) {
-        return Error{Code::kConvLimit, t.node_offset,
-                     "max_view_reads (" + std::to_string(lim_.max_view_reads) +
-                         ") passed at " + Quoted(t.name, 120) +
-                         ": strided views over more than gather_window_bytes (" +
-                         std::to_string(lim_.gather_window_bytes) + ") need one read per run"};
-      }
-    }
+    if (auto s = CheckViewReads(tensors_, lim_); !s.ok()) return s.error();
     StateDictPlan plan;
     plan.tensors = std::move(tensors_);
     std::sort(plan.tensors.begin(), plan.tensors.end(),
@@ -122,27 +116,20 @@ class Planner {
   }
 
  private:
-  // ViewReads is how many preads CopyTensor makes for `t`: 0 when it is
-  // contiguous or its window fits gather_window_bytes, else one per run.
-  // The view was checked to stay inside its storage (no overflow below).
-  uint64_t ViewReads(const TensorPlan& t) const {
-    uint64_t numel = 1;
-    for (uint64_t d : t.shape) {
-      if (d == 0) return 0;
-      if (__builtin_mul_overflow(numel, d, &numel)) return UINT64_MAX / 2;
+  // OtherRoot plans a root that is not a dict (PlanHooks only): a list or
+  // tuple names its items 0, 1, ...; a leaf is one value named root_name.
+  core::Status OtherRoot(const PickleNode& root) {
+    if (root.joblib_array) return Value(hooks_->root_name, root, 1);
+    if (!root.states.empty() || !root.entries.empty()) {
+      return Fail(Code::kConvNotAllowed, &root, "a list or tuple with BUILD state");
     }
-    uint64_t run = 1;
-    size_t inner = t.shape.size();
-    while (inner > 0 && (t.shape[inner - 1] == 1 || t.stride[inner - 1] == run)) {
-      --inner;
-      run *= t.shape[inner];
+    on_path_.insert(&root);
+    for (size_t i = 0; i < root.items.size(); ++i) {
+      const PickleNode* item = Node(root.items[i]);
+      if (item == nullptr) return Fail(Code::kConvUnsupported, &root, "an incomplete list");
+      if (auto s = Value(std::to_string(i), *item, 1); !s.ok()) return s;
     }
-    if (inner == 0) return 0;
-    uint64_t span = 1;  // elements of the window
-    for (size_t i = 0; i < t.shape.size(); ++i) span += (t.shape[i] - 1) * t.stride[i];
-    const uint64_t el = core::DtypeBits(t.dtype) / 8;
-    if (span <= lim_.gather_window_bytes / el) return 0;
-    return numel / run;
+    return core::OkStatus();
   }
 
   const PickleNode* Node(uint32_t id) const {
@@ -276,6 +263,18 @@ class Planner {
     if (val.kind == Kind::kStr) {
       if (val.truncated) return Fail(Code::kConvUnsupported, &val, "a string cut by max_string_bytes");
       strings_.emplace_back(std::move(name), val.text);
+      return core::OkStatus();
+    }
+    if (val.joblib_array && hooks_ != nullptr && hooks_->leaf) {
+      if (tensors_.size() >= lim_.max_tensors) {
+        return Fail(Code::kConvLimit, &val,
+                    "max_tensors (" + std::to_string(lim_.max_tensors) + ") reached at " + Quoted(name, 120));
+      }
+      TensorPlan t;
+      t.name = std::move(name);
+      t.node_offset = val.offset;
+      if (auto s = hooks_->leaf(val, &t); !s.ok()) return s;
+      tensors_.push_back(std::move(t));
       return core::OkStatus();
     }
     if (val.kind == Kind::kCall || (val.kind == Kind::kPersistent && TarIds())) {
@@ -503,6 +502,7 @@ class Planner {
   const ConvertLimits& lim_;
   bool drop_;
   const PlanIds& ids_;
+  const PlanHooks* hooks_;
   std::vector<TensorPlan> tensors_;
   std::vector<std::pair<std::string, std::string>> strings_;
   std::vector<std::string> non_tensors_;
@@ -534,6 +534,49 @@ core::Status CheckView(const TensorPlan& t, uint64_t offset) {
                      " of storage " + Quoted(t.key, 60) + ", which holds " + std::to_string(t.storage_numel)};
   }
   return core::OkStatus();
+}
+
+// ViewReads is how many preads CopyTensor makes for `t`: 0 when it is
+// contiguous or its window fits gather_window_bytes, else one per run.
+// The view was checked to stay inside its storage (no overflow below).
+uint64_t ViewReads(const TensorPlan& t, const ConvertLimits& limits) {
+  uint64_t numel = 1;
+  for (uint64_t d : t.shape) {
+    if (d == 0) return 0;
+    if (__builtin_mul_overflow(numel, d, &numel)) return UINT64_MAX / 2;
+  }
+  uint64_t run = 1;
+  size_t inner = t.shape.size();
+  while (inner > 0 && (t.shape[inner - 1] == 1 || t.stride[inner - 1] == run)) {
+    --inner;
+    run *= t.shape[inner];
+  }
+  if (inner == 0) return 0;
+  uint64_t span = 1;  // elements of the window
+  for (size_t i = 0; i < t.shape.size(); ++i) span += (t.shape[i] - 1) * t.stride[i];
+  const uint64_t el = core::DtypeBits(t.dtype) / 8;
+  if (span <= limits.gather_window_bytes / el) return 0;
+  return numel / run;
+}
+
+core::Status CheckViewReads(const std::vector<TensorPlan>& tensors, const ConvertLimits& limits) {
+  // Views too wide to gather in memory are read run by run: bounded.
+  uint64_t reads = 0;
+  for (const TensorPlan& t : tensors) {
+    reads += ViewReads(t, limits);  // each term <= 2^64 / 2: numel * element bytes fit
+    if (reads > limits.max_view_reads) {
+      return Error{Code::kConvLimit, t.node_offset,
+                   "max_view_reads (" + std::to_string(limits.max_view_reads) + ") passed at " +
+                       Quoted(t.name, 120) + ": strided views over more than gather_window_bytes (" +
+                       std::to_string(limits.gather_window_bytes) + ") need one read per run"};
+    }
+  }
+  return core::OkStatus();
+}
+
+core::Result<StateDictPlan> PlanPickleGraph(const scanner::PickleGraph& graph, const ConvertLimits& limits,
+                                            bool drop_non_tensors, const PlanHooks& hooks) {
+  return Planner(graph, limits, drop_non_tensors, PlanIds{}, &hooks).Run();
 }
 
 core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph, const ConvertLimits& limits,

@@ -125,14 +125,24 @@ struct StateDictPlan {
 
 // StorageBytes is where one storage's bytes lie in the source file.
 // kStored: [offset, offset + bytes) of the file, read with pread in any
-// order. Elements are little-endian unless `big_endian` (then swapped as
-// they are written).
+// order. kDeflate: a zip member's raw deflate stream, [packed_offset,
+// packed_offset + packed_bytes) of the file, which inflates to exactly
+// member_bytes with CRC-32 member_crc32; the storage is [offset, offset +
+// bytes) of the inflated member. It is read forward only, in bounded
+// chunks, and the member's size and CRC-32 are checked to its end; a view
+// that is not contiguous is gathered in memory within
+// ConvertLimits::gather_window_bytes. Elements are little-endian unless
+// `big_endian` (then swapped as they are written).
 struct StorageBytes {
-  enum class Codec { kStored };
+  enum class Codec { kStored, kDeflate };
   Codec codec = Codec::kStored;
   uint64_t offset = 0;
   uint64_t bytes = 0;
   bool big_endian = false;
+  uint64_t packed_offset = 0;
+  uint64_t packed_bytes = 0;
+  uint64_t member_bytes = 0;
+  uint32_t member_crc32 = 0;
 };
 
 // Checkpoint is what one format's reader found in the source: the tensors
