@@ -9,6 +9,13 @@
 // The same bytes are also read as a whole legacy torch file and as a tar
 // checkpoint (scanner::ReadTorchLegacyCheckpoint / ReadTorchTarCheckpoint,
 // then convert::PlanTorchLegacy), with the invariants in Legacy().
+// The same bytes as a whole file: scanner::ReadNumpyFile and
+// ReadJoblibCheckpoint (numpy.load's and joblib.load's readings for
+// conversion) keep every array inside the file, and the joblib graph plans
+// without crashing.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <set>
@@ -109,6 +116,63 @@ void Legacy(std::span<const uint8_t> in, bool tar) {
   }
 }
 
+// CheckError: a conversion or I/O code, its offset inside the input.
+void CheckError(const modelgate::core::Error& e, uint64_t size) {
+  using modelgate::core::Code;
+  const auto c = static_cast<uint16_t>(e.code);
+  Check((c >= static_cast<uint16_t>(Code::kConvUnsupported) && c <= static_cast<uint16_t>(Code::kConvLimit)) ||
+        e.code == Code::kIoRead || e.code == Code::kIoChanged);
+  Check(e.offset == modelgate::core::kNoOffset || e.offset <= size);
+}
+
+// NumpyAndJoblib reads the input as a whole file, as numpy.load and
+// joblib.load would for conversion: every array's bytes lie inside the
+// file (or inside its inflated member), every graph index is in range.
+void NumpyAndJoblib(std::span<const uint8_t> in) {
+  using namespace modelgate;
+  int fd = memfd_create("fuzz_convert", MFD_CLOEXEC);
+  if (fd < 0) return;
+  for (size_t done = 0; done < in.size();) {
+    ssize_t n = write(fd, in.data() + done, in.size() - done);
+    if (n <= 0) {
+      close(fd);
+      return;
+    }
+    done += static_cast<size_t>(n);
+  }
+  auto file = core::AdoptRegularFile(fd);
+  if (!file.ok()) return;
+  scanner::ScanOptions opts;
+  opts.pickle.limits.max_opcodes = 100'000;
+  const uint64_t size = in.size();
+  auto np = scanner::ReadNumpyFile(file.value(), opts);
+  if (!np.ok()) {
+    CheckError(np.error(), size);
+  } else {
+    for (const auto& a : np.value().arrays) {
+      Check(!a.name.empty() || np.value().npz);
+      if (a.deflated) {
+        Check(a.packed_offset <= size && a.packed_bytes <= size - a.packed_offset);
+        Check(a.data_offset <= a.member_bytes && a.data_bytes <= a.member_bytes - a.data_offset);
+      } else {
+        Check(a.data_offset <= size && a.data_bytes <= size - a.data_offset);
+      }
+    }
+  }
+  auto jl = scanner::ReadJoblibCheckpoint(file.value(), opts);
+  if (!jl.ok()) {
+    CheckError(jl.error(), size);
+    return;
+  }
+  CheckGraph(jl.value().graph);
+  for (const auto& n : jl.value().graph.nodes) {
+    if (!n.joblib_array) continue;
+    Check(n.kind == scanner::PickleNode::Kind::kCall);
+    Check(n.joblib_array->offset <= size && n.joblib_array->bytes <= size - n.joblib_array->offset);
+  }
+  Plan(jl.value().graph, {}, true, size);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -141,5 +205,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& g : c.graphs) CheckGraph(g);
   Legacy(in, false);
   Legacy(in, true);
+  NumpyAndJoblib(in);
   return 0;
 }

@@ -1,7 +1,8 @@
 """Seeds for fuzz_convert: the data.pkl of real torch.save checkpoints
 (Debian's python3-torch) and a few hand-made variants; a whole legacy file
 (torch.save(..., _use_new_zipfile_serialization=False)) and a whole tar
-checkpoint laid out as torch < 0.4 wrote it (torch.load reads it).
+checkpoint laid out as torch < 0.4 wrote it (torch.load reads it); whole
+.npy, .npz and joblib files (Debian's python3-numpy and python3-joblib).
 
 usage: /usr/bin/python3 fuzz/make_convert_corpus.py [OUT_DIR]
 (default fuzz/corpus/fuzz_convert)
@@ -15,6 +16,8 @@ import sys
 import tarfile
 import zipfile
 
+import joblib
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -82,6 +85,20 @@ def main():
     for name, data in whole.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
+    # Whole files for the numpy.load and joblib.load readings: a tiny .npy
+    # (big-endian, Fortran order), .npz stored and deflated, a joblib dump.
+    a = np.asfortranarray(np.arange(6, dtype=">f4").reshape(2, 3))
+    files = {
+        "npy_fortran_be": lambda f: np.save(f, a),
+        "npz_stored": lambda f: np.savez(f, w=a, b=np.array([True, False])),
+        "npz_deflated": lambda f: np.savez_compressed(f, w=a, i=np.arange(3, dtype="<i8")),
+        "joblib_dict": lambda f: joblib.dump({"w": a, "l": [np.zeros(2, np.uint8)], "s": "x"}, f),
+    }
+    for name, write in files.items():
+        buf = io.BytesIO()
+        write(buf)
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(buf.getvalue())
 
 
 if __name__ == "__main__":
