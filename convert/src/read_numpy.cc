@@ -181,9 +181,10 @@ core::Result<Checkpoint> ReadJoblib(const core::OpenedFile& in, const ConvertOpt
   hooks.root_name = "arr_0";
   hooks.leaf = [&](const scanner::PickleNode& n, TensorPlan* t) -> core::Status {
     const scanner::PickleJoblibArray& a = *n.joblib_array;
-    // read() returns the array as read_array made it for these subclasses;
-    // any other is rebuilt through the subclass (code of its own).
-    if (a.subclass != "numpy.ndarray" && a.subclass != "numpy.memmap") {
+    // read() returns the array as read_array made it for numpy.ndarray; any
+    // other subclass is rebuilt through it (code of its own). numpy.memmap
+    // would be returned as read too, but the scan holds it critical.
+    if (a.subclass != "numpy.ndarray") {
       return Error{Code::kConvNotAllowed, n.offset,
                    Quoted(t->name, 120) + ": a NumpyArrayWrapper of subclass " +
                        Quoted(a.subclass.empty() ? std::string("<not a global>") : a.subclass, 80) +

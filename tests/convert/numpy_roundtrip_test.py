@@ -224,6 +224,21 @@ def cases(d):
     converts("joblib non-tensor dropped", P("scalar.joblib"), lambda q: {"w": joblib.load(q)["w"]},
              extra=("--drop-non-tensors",), expect_dropped=("lr",))
 
+    # A np.memmap is dumped with subclass numpy.memmap, an import the scan
+    # holds critical (numpy.memmap opens files): refused before conversion.
+    mm = np.memmap(P("mm.bin"), dtype="<i4", mode="w+", shape=(2, 3))
+    mm[:] = np.arange(6).reshape(2, 3)
+    mm.flush()
+    joblib.dump({"mm": mm}, P("memmap.joblib"))
+    del mm
+    refused("joblib.dump of a np.memmap", P("memmap.joblib"), "MG-PK-CRITICAL-IMPORT")
+    # Bytes after the pickle's STOP: joblib.load ignores them; not converted.
+    with open(P("model.joblib"), "rb") as f:
+        raw = f.read()
+    with open(P("trailing.joblib"), "wb") as f:
+        f.write(raw + b"\0" * 16)
+    refused("joblib with bytes after STOP", P("trailing.joblib"), "MG-CONV-UNSUPPORTED")
+
     # Compressed joblib files are not converted yet.
     joblib.dump({"w": np.ones(2)}, P("z.joblib"), compress=3)
     refused("joblib compress=3", P("z.joblib"), "MG-CONV-UNSUPPORTED")
