@@ -488,8 +488,8 @@ AppDefinition BuildApp(CommonOptions* opts) {
                                 "pytorch_model.bin, .pt, .pth) to safetensors without unpickling it: the file is "
                                 "scanned, then only the allowlisted tensor rebuilding calls are "
                                 "followed; anything else refuses it and nothing is written. "
-                                "numpy .npy and .npz files and uncompressed joblib files of "
-                                "numpy arrays convert the same way.",
+                                "numpy .npy and .npz files and joblib files of numpy arrays "
+                                "(compressed or not) convert the same way.",
                                 "-o OUT.safetensors [OPTIONS] IN", false, RunConvert);
   b.Operands(convert, "IN", "the checkpoint to convert");
   b.File(convert, "-o,--output", &opts->out_path, "FILE",

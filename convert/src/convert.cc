@@ -344,17 +344,15 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
     case scanner::Format::kJoblib:
       read = ReadJoblib(in, options);
       break;
-    case scanner::Format::kZlib:
+    case scanner::Format::kZlib:  // joblib.dump(..., compress=...)
     case scanner::Format::kGzip:
     case scanner::Format::kBzip2:
     case scanner::Format::kXz:
     case scanner::Format::kLzma:
     case scanner::Format::kZstd:
     case scanner::Format::kLz4:
-    case scanner::Format::kJoblibZf:
-      return refuse(Error{Code::kConvUnsupported, 0,
-                          "a compressed file (" + std::string(scanner::FormatName(scan.format)) +
-                              ", e.g. joblib.dump(compress=...)) is not converted yet: decompress it first"});
+      read = ReadJoblib(in, options);
+      break;
     default:
       return refuse(Error{Code::kConvUnsupported, 0,
                           "format " + std::string(scanner::FormatName(scan.format)) + " is not converted"});
@@ -468,9 +466,10 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
     const TensorPlan& t = plan.tensors[i];
     const StorageBytes& sb = ck.storages.at(t.key);
     Writer w(out, data_start + st.tensors[i].begin, sb.big_endian, t.dtype, sign);
+    const int data_fd = ck.data_fd >= 0 ? ck.data_fd : in.fd;
     auto copied = sb.codec == StorageBytes::Codec::kDeflate
-                      ? CopyDeflated(in.fd, sb, t, options.limits.gather_window_bytes, w)
-                      : CopyTensor(in.fd, sb.offset, t, options.limits.gather_window_bytes, w);
+                      ? CopyDeflated(data_fd, sb, t, options.limits.gather_window_bytes, w)
+                      : CopyTensor(data_fd, sb.offset, t, options.limits.gather_window_bytes, w);
     if (!copied.ok()) return refuse(copied.error());
     if (sign) digests[i].second = w.Digest();
   }

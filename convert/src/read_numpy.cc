@@ -176,6 +176,18 @@ core::Result<Checkpoint> ReadJoblib(const core::OpenedFile& in, const ConvertOpt
   auto read = scanner::ReadJoblibCheckpoint(in, options.scan);
   if (!read.ok()) return read.error();
   Checkpoint out;
+  const bool decoded = read.value().decoded_fd >= 0;
+  out.data_fd = read.value().decoded_fd;
+  out.data_owner = read.value().decoded;
+  // Offsets in a compressed file's decoded stream are not file offsets: an
+  // error names them in its message and points at the file's start.
+  auto placed = [decoded](Error e) {
+    if (decoded && e.offset != core::kNoOffset) {
+      e.message = "decoded stream at " + std::to_string(e.offset) + ": " + e.message;
+      e.offset = 0;
+    }
+    return e;
+  };
   const ConvertLimits& lim = options.limits;
   PlanHooks hooks;
   hooks.root_name = "arr_0";
@@ -203,6 +215,7 @@ core::Result<Checkpoint> ReadJoblib(const core::OpenedFile& in, const ConvertOpt
     }
     const std::string key = "joblib@" + std::to_string(a.offset);
     if (auto s = Plan(a.shape, a.order == "F", dtype, key, a.bytes, n.offset, lim, t); !s.ok()) return s;
+    if (decoded) t->node_offset = 0;
     StorageBytes b;
     b.offset = a.offset;
     b.bytes = a.bytes;
@@ -211,11 +224,11 @@ core::Result<Checkpoint> ReadJoblib(const core::OpenedFile& in, const ConvertOpt
     return core::OkStatus();
   };
   auto planned = PlanPickleGraph(read.value().graph, lim, options.drop_non_tensors, hooks);
-  if (!planned.ok()) return planned.error();
+  if (!planned.ok()) return placed(planned.error());
   out.plan = std::move(planned).value();
   for (const TensorPlan& t : out.plan.tensors) {
     if (out.storages.find(t.key) == out.storages.end()) {
-      return Error{Code::kConvNotAllowed, t.node_offset, Quoted(t.name, 120) + " is not a joblib array"};
+      return placed(Error{Code::kConvNotAllowed, t.node_offset, Quoted(t.name, 120) + " is not a joblib array"});
     }
   }
   return out;

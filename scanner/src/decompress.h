@@ -200,6 +200,8 @@ class Spool : public Source {
   // the same span). Pages are read in as they are touched.
   core::Result<std::span<const uint8_t>> Bytes() const;
   bool in_memfd() const { return fd_ >= 0; }
+  // fd is the sealed memfd's descriptor (-1 without memfd), for pread.
+  int fd() const { return fd_; }
 
  private:
   Spool() = default;

@@ -5,6 +5,8 @@
 // joblib's reading; nothing here judges: the caller has scanned the file.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +14,7 @@
 #include <zlib.h>
 
 #include "budget.h"
+#include "decompress.h"
 #include "modelgate/scanner.h"
 #include "npy.h"
 #include "pickle_machine.h"
@@ -197,9 +200,43 @@ core::Result<NumpyFile> ReadNumpyFile(const core::OpenedFile& file, const ScanOp
 }
 
 core::Result<JoblibCheckpoint> ReadJoblibCheckpoint(const core::OpenedFile& file, const ScanOptions& options) {
-  auto mapped = core::GuardedMapping::Map(file.fd, file.size);
-  if (!mapped.ok()) return mapped.error();
-  const std::span<const uint8_t> bytes = mapped.value().bytes();
+  JoblibCheckpoint out;
+  FdSource src(file.fd, file.size);
+  auto head = src.ReadVec(0, std::min<uint64_t>(file.size, kSniffBytes));
+  if (!head.ok()) return head.error();
+  const std::optional<Codec> codec = SniffCodec(head.value());
+  std::shared_ptr<Spool> spool;
+  if (codec) {
+    // joblib.load decompresses the whole stream it finds (_detect_compressor):
+    // decoded here under the scan's budget, whole and clean or refused.
+    Budget budget(options.containers);
+    std::vector<Finding> findings;
+    auto decoded = DecompressToSpool(src, 0, file.size, *codec, budget, &findings);
+    if (!decoded.ok()) return decoded.error();
+    if (!decoded.value() || !findings.empty()) {
+      return Err(budget.exhausted() ? Code::kConvLimit : Code::kConvUnsupported, 0,
+                 "the " + std::string(CodecName(*codec)) + " stream does not decode whole and clean (" +
+                     FirstFinding(findings) + ")");
+    }
+    spool = std::move(decoded).value();
+    if (!spool->in_memfd()) {
+      return Err(Code::kConvUnsupported, 0, "no memfd to hold the decoded stream (memfd_create failed)");
+    }
+    out.decoded_fd = spool->fd();
+    out.decoded_size = spool->size();
+    out.decoded = spool;
+  }
+  core::Result<core::GuardedMapping> mapped = core::GuardedMapping{};
+  std::span<const uint8_t> bytes;
+  if (spool) {
+    auto b = spool->Bytes();
+    if (!b.ok()) return b.error();
+    bytes = b.value();
+  } else {
+    mapped = core::GuardedMapping::Map(file.fd, file.size);
+    if (!mapped.ok()) return mapped.error();
+    bytes = mapped.value().bytes();
+  }
   PickleOptions po = options.pickle;
   po.capture_graph = true;
   po.limits.max_streams = 1;
@@ -211,7 +248,7 @@ core::Result<JoblibCheckpoint> ReadJoblibCheckpoint(const core::OpenedFile& file
     pickle_internal::Machine m(po, &a, &rec, 0, core::kNoOffset, true);
     m.RunStreams(bytes, 0, 1, true);
   }
-  if (mapped.value().faulted()) {
+  if (!spool && mapped.value().faulted()) {
     return Err(Code::kIoChanged, core::kNoOffset, "the file shrank while it was read");
   }
   if (!a.graph_cut.empty()) {
@@ -219,16 +256,19 @@ core::Result<JoblibCheckpoint> ReadJoblibCheckpoint(const core::OpenedFile& file
     return Err(limit ? Code::kConvLimit : Code::kConvUnsupported, 0, "the pickle: " + a.graph_cut);
   }
   if (a.streams.empty() || !a.streams.front().complete || a.graphs.size() != 1 ||
-      a.streams.front().end != file.size) {
+      a.streams.front().end != bytes.size()) {
     std::string why = a.streams.empty()               ? "no pickle"
                       : !a.streams.front().complete ? a.streams.front().error
                                                     : "bytes follow its STOP";
     uint64_t at = a.streams.empty() ? 0 : a.streams.front().error_offset;
     if (!a.streams.empty() && a.streams.front().complete) at = a.streams.front().end;
-    return Err(Code::kConvUnsupported, at == core::kNoOffset ? 0 : at,
-               "not one whole joblib pickle: " + why);
+    if (at == core::kNoOffset) at = 0;
+    if (spool) {  // not a file offset: named in the message
+      why = "at " + std::to_string(at) + " of the decoded stream: " + why;
+      at = 0;
+    }
+    return Err(Code::kConvUnsupported, at, "not one whole joblib pickle: " + why);
   }
-  JoblibCheckpoint out;
   out.graph = std::move(a.graphs.front());
   return out;
 }

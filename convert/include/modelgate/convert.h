@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -152,6 +153,10 @@ struct StorageBytes {
 struct Checkpoint {
   StateDictPlan plan;
   std::map<std::string, StorageBytes> storages;
+  // Storages are read from this descriptor instead of the source when >= 0
+  // (a compressed joblib file's decoded stream), kept open by data_owner.
+  int data_fd = -1;
+  std::shared_ptr<const void> data_owner;
 };
 
 // PlanStateDict follows `graph` from its root along the allowlisted path

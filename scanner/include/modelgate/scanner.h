@@ -592,17 +592,26 @@ struct NumpyFile {
 // limit), kIoRead/kIoChanged.
 core::Result<NumpyFile> ReadNumpyFile(const core::OpenedFile& file, const ScanOptions& options);
 
-// JoblibCheckpoint is the object joblib.load returns from an uncompressed
-// joblib file: one pickle whose NumpyArrayWrapper arrays are graph nodes
-// with PickleNode::joblib_array set.
+// JoblibCheckpoint is the object joblib.load returns from a joblib file:
+// one pickle whose NumpyArrayWrapper arrays are graph nodes with
+// PickleNode::joblib_array set. For a compressed file (joblib.dump(...,
+// compress=...): zlib, gzip, bz2, xz, lzma, zstd, lz4) the pickle is the
+// decoded stream, held in a sealed memfd: the arrays' offsets index
+// `decoded_fd` (kept open by `decoded`), not the file; -1 when the file
+// is not compressed.
 struct JoblibCheckpoint {
   PickleGraph graph;
+  int decoded_fd = -1;
+  uint64_t decoded_size = 0;
+  std::shared_ptr<const void> decoded;
 };
 
 // ReadJoblibCheckpoint reads `file` as joblib.load would (joblib's reading
-// only: the scan judged the other readings). Errors: kConvUnsupported (not
-// one whole pickle ending at the end of the file, or its graph could not
-// be kept), kConvLimit (max_graph_refs), kIoRead/kIoChanged.
+// only: the scan judged the other readings), decoding a compressed file
+// first under the container budget of `options`. Errors: kConvUnsupported
+// (not one whole pickle ending at the end of the (decoded) file, a decoded
+// stream with any finding, or its graph could not be kept), kConvLimit
+// (max_graph_refs, a container limit), kIoRead/kIoChanged.
 core::Result<JoblibCheckpoint> ReadJoblibCheckpoint(const core::OpenedFile& file,
                                                     const ScanOptions& options);
 
