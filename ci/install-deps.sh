@@ -14,7 +14,7 @@ PACKAGES=(
   libzstd-dev liblz4-dev libarchive-dev libhdf5-dev libseccomp-dev python3-jinja2 python3-h5py python3-onnx
   zstd lz4 7zip libzstd-dev liblz4-dev libarchive-dev
   libp11-kit-dev softhsm2 opensc
-  python3-joblib
+  python3-joblib python3-lz4
 )
 
 # --s390x: the cross compiler and qemu-user for ci/s390x.sh (the s390x

@@ -11,8 +11,9 @@
 // then convert::PlanTorchLegacy), with the invariants in Legacy().
 // The same bytes as a whole file: scanner::ReadNumpyFile and
 // ReadJoblibCheckpoint (numpy.load's and joblib.load's readings for
-// conversion) keep every array inside the file, and the joblib graph plans
-// without crashing.
+// conversion) keep every array inside the file (a compressed joblib
+// file's: inside its decoded stream), and the joblib graph plans without
+// crashing.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -165,12 +166,16 @@ void NumpyAndJoblib(std::span<const uint8_t> in) {
     return;
   }
   CheckGraph(jl.value().graph);
+  // A compressed file's arrays lie in its decoded stream.
+  const bool decoded = jl.value().decoded_fd >= 0;
+  Check(decoded == (jl.value().decoded != nullptr));
+  const uint64_t bound = decoded ? jl.value().decoded_size : size;
   for (const auto& n : jl.value().graph.nodes) {
     if (!n.joblib_array) continue;
     Check(n.kind == scanner::PickleNode::Kind::kCall);
-    Check(n.joblib_array->offset <= size && n.joblib_array->bytes <= size - n.joblib_array->offset);
+    Check(n.joblib_array->offset <= bound && n.joblib_array->bytes <= bound - n.joblib_array->offset);
   }
-  Plan(jl.value().graph, {}, true, size);
+  Plan(jl.value().graph, {}, true, bound);
 }
 
 }  // namespace

@@ -86,13 +86,15 @@ def main():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
     # Whole files for the numpy.load and joblib.load readings: a tiny .npy
-    # (big-endian, Fortran order), .npz stored and deflated, a joblib dump.
+    # (big-endian, Fortran order), .npz stored and deflated, joblib dumps
+    # (uncompressed and zlib).
     a = np.asfortranarray(np.arange(6, dtype=">f4").reshape(2, 3))
     files = {
         "npy_fortran_be": lambda f: np.save(f, a),
         "npz_stored": lambda f: np.savez(f, w=a, b=np.array([True, False])),
         "npz_deflated": lambda f: np.savez_compressed(f, w=a, i=np.arange(3, dtype="<i8")),
         "joblib_dict": lambda f: joblib.dump({"w": a, "l": [np.zeros(2, np.uint8)], "s": "x"}, f),
+        "joblib_zlib": lambda f: joblib.dump({"w": a}, f, compress=3),
     }
     for name, write in files.items():
         buf = io.BytesIO()

@@ -239,11 +239,22 @@ def cases(d):
         f.write(raw + b"\0" * 16)
     refused("joblib with bytes after STOP", P("trailing.joblib"), "MG-CONV-UNSUPPORTED")
 
-    # Compressed joblib files are not converted yet.
+    # Compressed joblib files: the decoded stream is read as joblib reads it.
+    for codec in ("zlib", "gzip", "bz2", "xz", "lzma", "lz4"):  # lz4: python3-lz4
+        p = P(f"c_{codec}.joblib")
+        joblib.dump(jd, p, compress=(codec, 3))
+        converts(f"joblib.dump compress={codec}", p, joblib.load)
     joblib.dump({"w": np.ones(2)}, P("z.joblib"), compress=3)
-    refused("joblib compress=3", P("z.joblib"), "MG-CONV-UNSUPPORTED")
-    out = P("z.joblib") + ".safetensors"
-    check("not converted yet" in run("convert", "-o", out, P("z.joblib"))[2], "compressed joblib: message")
+    converts("joblib.dump compress=3", P("z.joblib"), joblib.load)
+    with open(P("c_zlib.joblib"), "rb") as f:
+        raw = f.read()
+    with open(P("c_cut.joblib"), "wb") as f:
+        f.write(raw[:len(raw) // 2])
+    refused("compressed joblib cut in half", P("c_cut.joblib"), "MG-ARCHIVE-MALFORMED")
+    refused("compressed joblib cut in half, --fail-on critical", P("c_cut.joblib"), "MG-CONV-UNSUPPORTED",
+            extra=("--fail-on", "critical"))
+    joblib.dump({"w": np.ones(2), "o": np.array([1, "a"], dtype=object)}, P("c_object.joblib"), compress=3)
+    refused("compressed joblib with an object array", P("c_object.joblib"), "MG-CONV-UNSUPPORTED")
 
     # ---- hostile and unsupported ------------------------------------------
     # Object arrays: a pickle body (numpy's own globals only: the scan passes it).
@@ -272,6 +283,8 @@ def cases(d):
     refused("object .npy with os.system", P("evil.npy"), "MG-PK-CRITICAL-IMPORT")
     joblib.dump({"w": np.ones(2), "x": Evil()}, P("evil.joblib"))
     refused("joblib with os.system", P("evil.joblib"), "MG-PK-CRITICAL-IMPORT")
+    joblib.dump({"w": np.ones(2), "x": Evil()}, P("evil_z.joblib"), compress=3)
+    refused("compressed joblib with os.system", P("evil_z.joblib"), "MG-PK-CRITICAL-IMPORT")
 
     # .npy body shorter or longer than its header says.
     raw = open(P("x.npy"), "rb").read()
