@@ -190,6 +190,14 @@ def cases(d):
     # gather_window_bytes only (the CLI's default 64 MiB; a 0-byte window
     # is not settable from the CLI, so the limit itself is a Catch2 test).
 
+    # Signed in the same pass (STSIG v1): verify accepts the output.
+    code, _, se = run("keygen", "--out", P("release"))
+    check(code == 0, f"keygen: exit {code} {se}")
+    out = converts("np.savez_compressed, signed", P("deflated.npz"), npz_load, extra=("--key", P("release.key")))
+    if out:
+        code, so, se = run("verify", "--pubkey", P("release.pub"), out)
+        check(code == 0, f"signed npz conversion: verify exit {code} {so} {se}")
+
     # A member that is not .npy: listed, refused, dropped on request.
     with zipfile.ZipFile(P("other.npz"), "w") as z:
         z.writestr("w.npy", open(P("x.npy"), "rb").read())
