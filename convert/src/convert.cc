@@ -424,7 +424,11 @@ ConvertReport Convert(const core::OpenedFile& in, const std::string& in_path,
   rep.source_sha256 = core::HexLower(sha.value()[0]);
 
   std::vector<std::pair<std::string, std::string>> meta;
-  meta.emplace_back("format", "pt");  // what transformers checks before loading
+  // "format" is what transformers checks before loading: "pt" for torch's
+  // checkpoints; arrays from numpy or joblib are "np", not a torch claim.
+  const bool torch_source = scan.format == scanner::Format::kPytorchZip || scan.format == scanner::Format::kPickle ||
+                            scan.format == scanner::Format::kPytorchTar;
+  meta.emplace_back("format", torch_source ? "pt" : "np");
   meta.emplace_back("modelgate.source.sha256", rep.source_sha256);
   for (const auto& [k, v] : plan.string_leaves) {
     if (k == "format" || k == "modelgate.source.sha256" || k.rfind("stsig.", 0) == 0) {

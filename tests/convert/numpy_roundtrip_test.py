@@ -85,6 +85,7 @@ def compare(name, out, want, path):
     with open(path, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     check(metadata.get("modelgate.source.sha256") == digest, f"{name}: source sha256 missing or wrong")
+    check(metadata.get("format") == "np", f"{name}: format is not np")
 
 
 def converts(name, path, load, extra=(), expect_dropped=()):
