@@ -146,13 +146,7 @@ class Inflater {
                                            " bytes, short of the " + std::to_string(sb_.member_bytes) +
                                            " the member declares");
       }
-      if (z_.avail_in == 0 && packed_read_ < sb_.packed_bytes) {
-        in_.resize(std::min(kChunkBytes, sb_.packed_bytes - packed_read_));
-        if (auto s = core::PreadExact(fd_, sb_.packed_offset + packed_read_, in_); !s.ok()) return s;
-        packed_read_ += in_.size();
-        z_.next_in = in_.data();
-        z_.avail_in = static_cast<uInt>(in_.size());
-      }
+      if (auto s = Refill(); !s.ok()) return s;
       const size_t want = std::min<size_t>(out.size() - filled, kChunkBytes);
       z_.next_out = out.data() + filled;
       z_.avail_out = static_cast<uInt>(want);
@@ -200,13 +194,7 @@ class Inflater {
       z_.next_out = &extra;
       z_.avail_out = 1;
       for (;;) {
-        if (z_.avail_in == 0 && packed_read_ < sb_.packed_bytes) {
-          in_.resize(std::min(kChunkBytes, sb_.packed_bytes - packed_read_));
-          if (auto s = core::PreadExact(fd_, sb_.packed_offset + packed_read_, in_); !s.ok()) return s;
-          packed_read_ += in_.size();
-          z_.next_in = in_.data();
-          z_.avail_in = static_cast<uInt>(in_.size());
-        }
+        if (auto s = Refill(); !s.ok()) return s;
         const uInt had_in = z_.avail_in;
         const int r = inflate(&z_, Z_NO_FLUSH);
         if (z_.avail_out == 0) {
@@ -228,6 +216,17 @@ class Inflater {
   }
 
  private:
+  // Refill reads the next packed chunk once zlib has used the last one.
+  core::Status Refill() {
+    if (z_.avail_in != 0 || packed_read_ >= sb_.packed_bytes) return core::OkStatus();
+    in_.resize(std::min(kChunkBytes, sb_.packed_bytes - packed_read_));
+    if (auto s = core::PreadExact(fd_, sb_.packed_offset + packed_read_, in_); !s.ok()) return s;
+    packed_read_ += in_.size();
+    z_.next_in = in_.data();
+    z_.avail_in = static_cast<uInt>(in_.size());
+    return core::OkStatus();
+  }
+
   Error Fail(uint64_t at, std::string why) const {
     return Error{Code::kConvStorage, at, "deflated member at " + std::to_string(sb_.packed_offset) + ": " + why};
   }

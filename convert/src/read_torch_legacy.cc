@@ -17,26 +17,6 @@ using core::Code;
 using core::Error;
 using core::Quoted;
 
-// The dtype of torch.<T>Storage, for a tar's tensor records (the planner
-// has the same table for persistent ids).
-bool StorageDtype(const std::string& type, core::Dtype* out) {
-  static const std::pair<const char*, core::Dtype> kTypes[] = {
-      {"FloatStorage", core::Dtype::kF32}, {"DoubleStorage", core::Dtype::kF64},
-      {"HalfStorage", core::Dtype::kF16},  {"BFloat16Storage", core::Dtype::kBF16},
-      {"LongStorage", core::Dtype::kI64},  {"IntStorage", core::Dtype::kI32},
-      {"ShortStorage", core::Dtype::kI16}, {"CharStorage", core::Dtype::kI8},
-      {"ByteStorage", core::Dtype::kU8},   {"BoolStorage", core::Dtype::kBool},
-      {"ComplexFloatStorage", core::Dtype::kC64},
-  };
-  for (const auto& [name, dtype] : kTypes) {
-    if (type == name) {
-      *out = dtype;
-      return true;
-    }
-  }
-  return false;
-}
-
 using Reader = core::Result<scanner::TorchLegacyCheckpoint> (*)(std::span<const uint8_t>,
                                                                 const scanner::ScanOptions&, uint64_t);
 
@@ -70,7 +50,7 @@ core::Result<Checkpoint> PlanTorchLegacy(const scanner::TorchLegacyCheckpoint& l
     for (const scanner::TorchTarTensor& r : legacy.tensors) {
       const scanner::TorchLegacyStorage& s = *by_key.at(r.storage_key);  // the reader checked it
       TensorPlan t;
-      if (!StorageDtype(s.storage_type, &t.dtype)) {
+      if (!TorchStorageDtype(s.storage_type, &t.dtype)) {
         return Error{Code::kConvUnsupported, s.count_offset,
                      "storage " + Quoted(s.key, 40) + ": torch." + Quoted(s.storage_type, 60) +
                          " has no safetensors dtype"};

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "modelgate/convert.h"
@@ -23,6 +24,12 @@ core::Result<Checkpoint> ReadTorchTar(const core::OpenedFile& in, const ConvertO
 // (joblib.load) of numpy arrays: read_numpy.cc.
 core::Result<Checkpoint> ReadNumpy(const core::OpenedFile& in, const ConvertOptions& options);
 core::Result<Checkpoint> ReadJoblib(const core::OpenedFile& in, const ConvertOptions& options);
+
+// TorchStorageDtype is the safetensors dtype a torch.<qualname> typed
+// storage holds (one to one: FloatStorage F32, ... ComplexFloatStorage
+// C64); false for the others (ComplexDoubleStorage, quantized storages),
+// which have none. rebuild.cc.
+bool TorchStorageDtype(std::string_view qualname, core::Dtype* out);
 
 // PlanHooks let a reader plan a pickle graph that is not a torch state
 // dict with the same walk (rebuild.cc): `leaf` fills a TensorPlan (all but

@@ -474,14 +474,7 @@ class Planner {
                         " is a storage view (view_metadata is not None): views are not converted");
       }
     }
-    bool known = false;
-    for (const StorageDtype& s : kStorages) {
-      if (type->qualname == s.qualname) {
-        t->dtype = s.dtype;
-        known = true;
-      }
-    }
-    if (!known) {
+    if (!TorchStorageDtype(type->qualname, &t->dtype)) {
       return Fail(Code::kConvUnsupported, type,
                   Quoted(t->name, 120) + ": torch." + Quoted(type->qualname, 60) +
                       " has no safetensors dtype");
@@ -577,6 +570,16 @@ core::Status CheckViewReads(const std::vector<TensorPlan>& tensors, const Conver
 core::Result<StateDictPlan> PlanPickleGraph(const scanner::PickleGraph& graph, const ConvertLimits& limits,
                                             bool drop_non_tensors, const PlanHooks& hooks) {
   return Planner(graph, limits, drop_non_tensors, PlanIds{}, &hooks).Run();
+}
+
+bool TorchStorageDtype(std::string_view qualname, core::Dtype* out) {
+  for (const StorageDtype& s : kStorages) {
+    if (qualname == s.qualname) {
+      *out = s.dtype;
+      return true;
+    }
+  }
+  return false;
 }
 
 core::Result<StateDictPlan> PlanStateDict(const scanner::PickleGraph& graph, const ConvertLimits& limits,
