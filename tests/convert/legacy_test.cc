@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph_builder.h"
 #include "modelgate/convert.h"
 
 namespace convert = modelgate::convert;
@@ -20,78 +21,8 @@ using Kind = scanner::PickleNode::Kind;
 
 namespace {
 
-struct G {
-  scanner::PickleGraph g;
-  uint32_t Add(scanner::PickleNode n) {
-    n.offset = g.nodes.size();
-    g.nodes.push_back(std::move(n));
-    return static_cast<uint32_t>(g.nodes.size() - 1);
-  }
-  uint32_t Str(const std::string& s) {
-    scanner::PickleNode n;
-    n.kind = Kind::kStr;
-    n.text = s;
-    return Add(n);
-  }
-  uint32_t Int(int64_t v) {
-    scanner::PickleNode n;
-    n.kind = Kind::kInt;
-    n.int_value = v;
-    return Add(n);
-  }
-  uint32_t None() {
-    scanner::PickleNode n;
-    n.kind = Kind::kNone;
-    return Add(n);
-  }
-  uint32_t Global(const std::string& m, const std::string& q) {
-    scanner::PickleNode n;
-    n.kind = Kind::kGlobal;
-    n.text = m;
-    n.qualname = q;
-    return Add(n);
-  }
-  uint32_t Tuple(std::vector<uint32_t> items) {
-    scanner::PickleNode n;
-    n.kind = Kind::kTuple;
-    n.items = std::move(items);
-    return Add(n);
-  }
-  uint32_t Ints(const std::vector<int64_t>& v) {
-    std::vector<uint32_t> items;
-    for (int64_t x : v) items.push_back(Int(x));
-    return Tuple(items);
-  }
-  uint32_t Dict(std::vector<std::pair<uint32_t, uint32_t>> entries) {
-    scanner::PickleNode n;
-    n.kind = Kind::kDict;
-    n.entries = std::move(entries);
-    return Add(n);
-  }
-  uint32_t Call(uint32_t callee, uint32_t args) {
-    scanner::PickleNode n;
-    n.kind = Kind::kCall;
-    n.callee = callee;
-    n.args = args;
-    return Add(n);
-  }
-  uint32_t Persistent(uint32_t pid) {
-    scanner::PickleNode n;
-    n.kind = Kind::kPersistent;
-    n.args = pid;
-    return Add(n);
-  }
-  // _legacy_save's id: ('storage', torch.FloatStorage, key, 'cpu', numel, view).
-  uint32_t LegacyStorage(const std::string& key, int64_t numel, uint32_t view) {
-    return Persistent(Tuple({Str("storage"), Global("torch", "FloatStorage"), Str(key), Str("cpu"), Int(numel), view}));
-  }
-  scanner::PickleGraph Root(uint32_t root) {
-    g.root = root;
-    return g;
-  }
-};
-
-core::Code CodeOf(const core::Result<convert::StateDictPlan>& r) { return r.ok() ? core::Code::kOk : r.error().code; }
+using convert_test::CodeOf;
+using convert_test::G;
 
 convert::PlanIds Legacy() {
   convert::PlanIds ids;
